@@ -1,0 +1,1 @@
+"""kqactors.protocol"""

@@ -1,0 +1,1 @@
+"""Shared pytest configuration; broker fixtures live in tests/fixtures_brokers.py."""

@@ -1,1 +1,87 @@
-"""Shared pytest configuration; broker fixtures live in tests/fixtures_brokers.py."""
+"""Shared pytest fixtures: real brokers (Tansu, librdkafka mock cluster) and unique topic names.
+
+Runs in: the pytest process. Brokers start lazily, only when a test asks for them, so collection stays
+fast; a fixture whose binary or library is missing skips the test with the reason.
+
+- ``tansu``: one TansuBroker for the whole session (tests must use their own topics: ``unique_topic``).
+- ``mock_cluster``: one 3-broker MockCluster for the session; only for tests that do not inject faults.
+- ``mock_cluster_factory``: ``make(num_brokers=3)`` returns a fresh started MockCluster, stopped after the
+  test; fault-injection tests use this so their errors, downed brokers and RTTs do not leak.
+- ``unique_topic``: a topic name unique to this test run, e.g. ``t-test_produce-1a2b3c4d``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # imported lazily below so collecting tests that need no broker stays cheap
+    from kqactors.testing.mock_cluster import MockCluster
+    from kqactors.testing.tansu import TansuBroker
+
+
+def _require_tansu() -> None:
+    from kqactors.testing.tansu import TansuNotFound, find_tansu_binary
+
+    try:
+        find_tansu_binary()
+    except TansuNotFound as exc:
+        pytest.skip(f"Tansu broker unavailable: {exc}")
+
+
+def _require_librdkafka() -> None:
+    from kqactors.testing.librdkafka import LibrdkafkaNotFound, find_librdkafka
+
+    try:
+        find_librdkafka()
+    except LibrdkafkaNotFound as exc:
+        pytest.skip(f"librdkafka mock cluster unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """A running Tansu broker shared by the session (in-memory; bootstrap at ``tansu.bootstrap``)."""
+    _require_tansu()
+    from kqactors.testing.tansu import TansuBroker
+
+    with TansuBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def mock_cluster() -> Iterator[MockCluster]:
+    """A running 3-broker librdkafka mock cluster shared by the session. No fault injection here."""
+    _require_librdkafka()
+    from kqactors.testing.mock_cluster import MockCluster
+
+    with MockCluster(num_brokers=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def mock_cluster_factory() -> Iterator[Callable[..., MockCluster]]:
+    """Call ``make(num_brokers=3)`` for a fresh started mock cluster; all are stopped after the test."""
+    _require_librdkafka()
+    from kqactors.testing.mock_cluster import MockCluster
+
+    started: list[MockCluster] = []
+
+    def make(num_brokers: int = 3) -> MockCluster:
+        cluster = MockCluster(num_brokers=num_brokers)
+        started.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in started:
+        cluster.stop()
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> str:
+    """A legal Kafka topic name unique to this test invocation."""
+    test_name = re.sub(r"[^a-zA-Z0-9._-]+", "_", request.node.name)[:100]
+    return f"t-{test_name}-{uuid.uuid4().hex[:8]}"

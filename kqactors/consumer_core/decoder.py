@@ -1,0 +1,207 @@
+"""Decoding of fetched record sets into message batches for the application.
+
+Runs in: toppar hosts (one decode per fetched slice; slices of different partitions decode in parallel on
+different hosts). Owns ``FetchedSlice`` (what a broker actor hands a toppar: the raw record bytes of one
+partition plus the response facts needed to interpret them) and turning it into one packed frame of
+messages and events: records below the fetch offset are skipped (a batch, compressed ones especially, can
+start before it), control records are never delivered, and under read_committed the records of aborted
+transactions are hidden.
+
+Aborted transactions: the broker lists (producer id, first offset) for every aborted transaction that
+overlaps the fetched range. Walking the batches in order, a producer id becomes "aborted" once a
+transactional batch of it reaches that first offset, and stays so until its ABORT control marker; its
+transactional batches in between are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from kqactors.records import CONTROL_ABORT, BatchHeader, CorruptRecordError, decode_batch, iter_batch_headers
+
+from .packing import MessageBatchWriter
+from .settings import FetchSettings
+
+__all__ = ["FetchedSlice", "DecodedBatch", "SliceDecoder", "decode_records_into"]
+
+
+class FetchedSlice:
+    """One partition's share of a Fetch response, stamped with the toppar version it was requested at.
+
+    ``records`` holds complete entries only (the truncated tail is cut off by the broker actor's scan).
+    ``eof_offset`` >= 0 asks the decoder to append a partition EOF event at that offset after the messages.
+    Crosses from broker actor to toppar as ``payload()`` (msgpack) plus ``records`` as a raw frame.
+    """
+
+    __slots__ = ("topic", "partition", "version", "fetch_offset", "next_offset", "high_watermark",
+                 "last_stable_offset", "log_start_offset", "aborted", "records", "eof_offset")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        version: int,
+        fetch_offset: int,
+        next_offset: int,
+        records: bytes | memoryview = b"",
+        *,
+        high_watermark: int = -1,
+        last_stable_offset: int = -1,
+        log_start_offset: int = -1,
+        aborted: Sequence[tuple[int, int]] = (),
+        eof_offset: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.version = version
+        self.fetch_offset = fetch_offset
+        self.next_offset = next_offset
+        self.records = records
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        #: (producer_id, first_offset) of aborted transactions (read_committed only).
+        self.aborted = [tuple(pair) for pair in aborted]
+        self.eof_offset = eof_offset
+
+    def payload(self) -> dict[str, Any]:
+        """Everything but the record bytes, as plain msgpack-able values."""
+        return {
+            "topic": self.topic, "partition": self.partition, "version": self.version,
+            "fetch_offset": self.fetch_offset, "next_offset": self.next_offset,
+            "high_watermark": self.high_watermark, "last_stable_offset": self.last_stable_offset,
+            "log_start_offset": self.log_start_offset, "aborted": [list(p) for p in self.aborted],
+            "eof_offset": self.eof_offset,
+        }  # fmt: skip
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any], records: bytes | memoryview) -> FetchedSlice:
+        return cls(
+            payload["topic"], payload["partition"], payload["version"], payload["fetch_offset"],
+            payload["next_offset"], records, high_watermark=payload["high_watermark"],
+            last_stable_offset=payload["last_stable_offset"], log_start_offset=payload["log_start_offset"],
+            aborted=payload["aborted"], eof_offset=payload["eof_offset"],
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (f"FetchedSlice({self.topic}[{self.partition}] v{self.version} {self.fetch_offset}.."
+                f"{self.next_offset} {len(self.records)}B hwm={self.high_watermark} eof={self.eof_offset})")
+
+
+class DecodedBatch:
+    """The decoder's output for one slice: a packed frame plus counts for stats and prefetch credit."""
+
+    __slots__ = ("topic", "partition", "version", "frame", "messages", "entries", "next_offset",
+                 "skipped_aborted", "skipped_control", "errors")
+
+    def __init__(self, sl: FetchedSlice, writer: MessageBatchWriter, counts: _Counts) -> None:
+        self.topic = sl.topic
+        self.partition = sl.partition
+        self.version = sl.version
+        self.frame = writer.getvalue()
+        self.messages = writer.messages
+        self.entries = writer.count
+        self.next_offset = sl.next_offset
+        self.skipped_aborted = counts.aborted
+        self.skipped_control = counts.control
+        self.errors = counts.errors
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.frame)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing for the application (no message, no error, no EOF): need not be sent."""
+        return self.entries == 0
+
+
+class _Counts:
+    __slots__ = ("aborted", "control", "errors")
+
+    def __init__(self) -> None:
+        self.aborted = 0
+        self.control = 0
+        self.errors = 0
+
+
+def _headers_until_corrupt(
+    buf: bytes, fetch_offset: int, writer: MessageBatchWriter, counts: _Counts
+) -> Iterator[BatchHeader]:
+    """Batch headers in order; an impossible entry ends the walk with an error event (nothing after it
+    can be located)."""
+    try:
+        yield from iter_batch_headers(buf)
+    except CorruptRecordError as exc:
+        writer.add_error(exc.offset if exc.offset is not None else fetch_offset, exc.code, str(exc))
+        counts.errors += 1
+
+
+def decode_records_into(
+    writer: MessageBatchWriter,
+    records: bytes | memoryview,
+    fetch_offset: int,
+    *,
+    aborted: Sequence[tuple[int, int]] = (),
+    read_committed: bool = True,
+    check_crcs: bool = False,
+    counts: _Counts | None = None,
+) -> None:
+    """Decode a record set into ``writer``: the messages at or after ``fetch_offset`` the app may see.
+
+    A batch that cannot be decoded (bad CRC with ``check_crcs``, bad compression, malformed records)
+    becomes an error event at its base offset, in order, and decoding continues with the next batch.
+    """
+    counts = counts if counts is not None else _Counts()
+    buf = records if isinstance(records, bytes) else bytes(records)
+    pending = sorted(aborted, key=lambda pair: pair[1]) if read_committed else []
+    next_pending = 0
+    aborted_pids: set[int] = set()
+    for header in _headers_until_corrupt(buf, fetch_offset, writer, counts):
+        if read_committed and header.is_transactional:
+            while next_pending < len(pending) and pending[next_pending][1] <= header.last_offset:
+                aborted_pids.add(pending[next_pending][0])
+                next_pending += 1
+        try:
+            if header.is_control:
+                counts.control += 1
+                if read_committed and header.producer_id in aborted_pids:
+                    decode_batch(buf, header, verify_crc=check_crcs)
+                    if header.control_type() == CONTROL_ABORT:
+                        aborted_pids.discard(header.producer_id)
+                continue
+            if read_committed and header.is_transactional and header.producer_id in aborted_pids:
+                counts.aborted += max(header.record_count, 0)
+                continue
+            if header.next_offset <= fetch_offset:
+                continue  # wholly before the position: nothing to decode
+            decode_batch(buf, header, verify_crc=check_crcs)
+        except CorruptRecordError as exc:
+            writer.add_error(header.base_offset, exc.code, str(exc))
+            counts.errors += 1
+            continue
+        writer.add_records(header.records, header.timestamp_type + 1, header.partition_leader_epoch, fetch_offset)
+        header.records = None  # the decoded tuples are in the frame now; let them go
+
+
+class SliceDecoder:
+    """Toppar-side decoder: FetchedSlice → DecodedBatch, per the consumer's isolation level and CRC setting."""
+
+    __slots__ = ("read_committed", "check_crcs")
+
+    def __init__(self, settings: FetchSettings) -> None:
+        self.read_committed = settings.read_committed
+        self.check_crcs = settings.check_crcs
+
+    def decode(self, sl: FetchedSlice) -> DecodedBatch:
+        writer = MessageBatchWriter()
+        counts = _Counts()
+        if len(sl.records):
+            decode_records_into(
+                writer, sl.records, sl.fetch_offset, aborted=sl.aborted, read_committed=self.read_committed,
+                check_crcs=self.check_crcs, counts=counts,
+            )  # fmt: skip
+        if sl.eof_offset >= 0:
+            writer.add_eof(sl.eof_offset)
+        return DecodedBatch(sl, writer, counts)

@@ -1,0 +1,160 @@
+"""Message packing between the app facade and toppar actors.
+
+Runs in: the app process (``MessagePacker.append`` on every produce()) and toppar hosts
+(``unpack_messages`` once per PRODUCE op). Owns the byte layout of a PRODUCE op's single frame and of
+the compact delivery-report rows a toppar sends back.
+
+Why a hand-made layout instead of msgpack: the app side pays per message, so appending must be one
+``struct.pack`` plus up to two ``bytearray +=``; the toppar side pays once per message to cut the buffer
+back into (timestamp, key, value, headers) tuples.
+
+Frame layout, little-endian, one entry per message, msgids implicit (first_msgid + index)::
+
+    int64 timestamp_ms | int32 key_len (-1 = null) | int32 value_len (-1 = null) | uint16 header_count
+    key bytes | value bytes
+    header_count × ( uint16 name_len | int32 value_len (-1 = null) | name utf-8 | value bytes )
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+__all__ = [
+    "MessagePacker",
+    "PackedMessage",
+    "unpack_messages",
+    "record_size_estimate",
+    "RECORD_MAX_OVERHEAD",
+    "HEADER_MAX_OVERHEAD",
+]
+
+_ENTRY = struct.Struct("<qiiH")
+_HEADER = struct.Struct("<Hi")
+_ENTRY_SIZE = _ENTRY.size
+_HEADER_SIZE = _HEADER.size
+
+RECORD_MAX_OVERHEAD = 36
+"""Worst-case RecordBatch v2 per-record framing: length(5) attributes(1) timestamp delta(10)
+offset delta(5) key length(5) value length(5) header count(5) varint bytes."""
+HEADER_MAX_OVERHEAD = 10
+"""Worst-case per-header framing: name length(5) + value length(5) varint bytes."""
+
+Headers = Sequence[tuple[str, bytes | None]]
+PackedMessage = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
+"""(timestamp_ms, key, value, headers) as handed to the toppar's queue."""
+
+
+def record_size_estimate(key_len: int, value_len: int, headers_len: int) -> int:
+    """Upper bound of one record's size inside a v2 batch; lengths of null fields count as 0."""
+    return RECORD_MAX_OVERHEAD + key_len + value_len + headers_len
+
+
+class MessagePacker:
+    """Append-only buffer of packed messages for one toppar; ``take()`` hands the frame over.
+
+    Not thread-safe by itself: the facade appends and takes under its own lock.
+    """
+
+    __slots__ = ("_buf", "count", "first_msgid", "nbytes", "first_enq")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.count = 0
+        self.first_msgid = 0
+        self.nbytes = 0
+        self.first_enq = 0.0
+
+    def append(self, msgid: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
+               headers: Headers | None, enq_time: float) -> None:
+        """Append one message; ``msgid`` must be the previous one + 1 (checked only for the first)."""
+        buf = self._buf
+        if self.count == 0:
+            self.first_msgid = msgid
+            self.first_enq = enq_time
+        klen = -1 if key is None else len(key)
+        vlen = -1 if value is None else len(value)
+        if headers:
+            buf += _ENTRY.pack(timestamp_ms, klen, vlen, len(headers))
+            if klen > 0:
+                buf += key
+            if vlen > 0:
+                buf += value
+            for name, hval in headers:
+                raw_name = name.encode()
+                hlen = -1 if hval is None else len(hval)
+                buf += _HEADER.pack(len(raw_name), hlen)
+                buf += raw_name
+                if hlen > 0:
+                    buf += hval
+        else:
+            buf += _ENTRY.pack(timestamp_ms, klen, vlen, 0)
+            if klen > 0:
+                buf += key
+            if vlen > 0:
+                buf += value
+        self.count += 1
+
+    def __len__(self) -> int:
+        return self.count
+
+    def byte_size(self) -> int:
+        return len(self._buf)
+
+    def take(self) -> tuple[int, int, float, bytes]:
+        """Return (first_msgid, count, first_enq_time, frame) and reset the buffer."""
+        frame = bytes(self._buf)
+        result = (self.first_msgid, self.count, self.first_enq, frame)
+        self._buf = bytearray()
+        self.count = 0
+        self.first_msgid = 0
+        return result
+
+
+def unpack_messages(frame: bytes | memoryview, count: int) -> list[PackedMessage]:
+    """Cut a PRODUCE frame back into ``count`` (timestamp, key, value, headers) tuples.
+
+    Raises ValueError when the frame is truncated, has trailing bytes, or holds fewer entries.
+    """
+    data = bytes(frame)
+    size = len(data)
+    out: list[PackedMessage] = []
+    append = out.append
+    unpack_entry = _ENTRY.unpack_from
+    pos = 0
+    try:
+        for _ in range(count):
+            ts, klen, vlen, hcount = unpack_entry(data, pos)
+            pos += _ENTRY_SIZE
+            if klen < 0:
+                key = None
+            else:
+                key = data[pos:pos + klen]
+                pos += klen
+            if vlen < 0:
+                value = None
+            else:
+                value = data[pos:pos + vlen]
+                pos += vlen
+            headers = None
+            if hcount:
+                headers = []
+                for _h in range(hcount):
+                    nlen, hlen = _HEADER.unpack_from(data, pos)
+                    pos += _HEADER_SIZE
+                    name = data[pos:pos + nlen].decode()
+                    pos += nlen
+                    if hlen < 0:
+                        hval = None
+                    else:
+                        hval = data[pos:pos + hlen]
+                        pos += hlen
+                    headers.append((name, hval))
+            if pos > size:
+                raise ValueError("packed message frame is truncated")
+            append((ts, key, value, headers))
+    except struct.error as exc:
+        raise ValueError(f"packed message frame is truncated: {exc}") from None
+    if pos != size:
+        raise ValueError(f"packed message frame has {size - pos} trailing bytes after {count} messages")
+    return out

@@ -1,0 +1,397 @@
+"""The producer side of one partition: queue, batching, in-flight, retries, timeouts, idempotence.
+
+Runs in: toppar hosts (one ``PartitionProducer`` per ``toppar/<topic>/<p>`` actor); pure logic on an
+injectable clock, tested without processes. Owns everything between "messages arrived from the app" and
+"delivery reports go back": when a batch is ready (linger.ms, batch.size, batch.num.messages, flush),
+how many batches may be in flight, what a Produce result means (classify + idempotence rules), retry
+backoff and counting, message.timeout.ms for queued, retrying and in-flight messages, purge, and the
+KIP-360 drain/epoch-bump handshake.
+
+The actor drives it with events (``enqueue``, ``set_leader``, ``set_pid``, ``on_result``, ``expire``,
+``purge``, ``request_flush``), asks ``next_batch`` for work and ``next_wakeup`` for its timer, and after
+each event collects the side effects with ``take_effects``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kqactors.producer_core.batch import BATCH_OVERHEAD, Batch, QueuedMsg
+from kqactors.producer_core.classify import PERMANENT, POSSIBLY_PERSISTED, REFRESH, E, classify_produce_error
+from kqactors.producer_core.idempotence import IdempotenceState
+from kqactors.producer_core.packing import PackedMessage, record_size_estimate
+from kqactors.producer_core.settings import ProducerSettings, retry_backoff_ms
+
+__all__ = ["PartitionProducer", "Effects", "DrRow", "INFLIGHT_GRACE_S"]
+
+INFLIGHT_GRACE_S = 5.0
+"""A batch in flight this long past its message timeout is failed locally (the broker actor should have
+answered with a timeout already; this guarantees a delivery report even if that answer is lost)."""
+
+DrRow = tuple[int, int, int, int, int]
+"""Delivery-report row: (first_msgid, count, error_code, base_offset, log_append_time_ms or -1)."""
+
+_TIMEOUT_CODES = frozenset({E._TIMED_OUT, E._TIMED_OUT_QUEUE})
+
+
+@dataclass
+class Effects:
+    """Side effects collected since the last ``take_effects``."""
+
+    reports: list[DrRow] = field(default_factory=list)
+    refresh_reason: str | None = None
+    bump_reason: str | None = None
+    fatal: tuple[int, str] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.reports) or self.refresh_reason is not None or self.bump_reason is not None \
+            or self.fatal is not None
+
+
+class PartitionProducer:
+    """Producer state machine of one partition (see module docstring)."""
+
+    def __init__(self, topic: str, partition: int, settings: ProducerSettings,
+                 clock: Callable[[], float] = time.monotonic,
+                 rand: Callable[[], float] = random.random) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.settings = settings
+        self.clock = clock
+        self.rand = rand
+        self.queue: deque[QueuedMsg] = deque()
+        self.queue_bytes = 0
+        self.retry: list[Batch] = []          # sorted by first msgid; always sent before the queue
+        self.inflight: dict[int, Batch] = {}  # batch_id → batch, in send order
+        self.leader = -1
+        self.idemp = IdempotenceState(settings.gapless) if settings.idempotence else None
+        self.pid_held = settings.idempotence  # idempotent: no sending until a valid PID arrives
+        self.bump_requested = False
+        self.drain_before_retry = False
+        self.fatal_error: tuple[int, str] | None = None
+        self.flush_upto = 0
+        self._last_msgid = 0
+        self._next_batch_id = 1
+        self._linger_s = settings.linger_ms / 1000.0
+        self._timeout_s = settings.message_timeout_ms / 1000.0 if settings.message_timeout_ms else math.inf
+        self._max_batch_bytes = settings.max_batch_bytes
+        self._max_batch_msgs = settings.batch_num_messages
+        self._in_flight_limit = settings.in_flight_limit
+        self._effects = Effects()
+
+    # ---- events -------------------------------------------------------------------------------------
+    def enqueue(self, first_msgid: int, messages: Iterable[PackedMessage], enq_time: float) -> None:
+        """Append messages (consecutive msgids from ``first_msgid``) produced at ``enq_time``."""
+        deadline = enq_time + self._timeout_s
+        msgid = first_msgid
+        queue = self.queue
+        added = 0
+        for ts, key, value, headers in messages:
+            hsize = 0
+            if headers:
+                for name, hval in headers:
+                    hsize += 10 + len(name) + (len(hval) if hval else 0)
+            size = record_size_estimate(len(key) if key else 0, len(value) if value else 0, hsize)
+            queue.append(QueuedMsg(msgid, ts, key, value, headers, size, enq_time, deadline))
+            added += size
+            msgid += 1
+        self.queue_bytes += added
+        if msgid > first_msgid:
+            self._last_msgid = msgid - 1
+        if self.fatal_error is not None:
+            self._fail_queue(E._FATAL)
+
+    def request_flush(self) -> None:
+        """Send everything queued now, ignoring linger.ms (messages enqueued later linger as usual)."""
+        self.flush_upto = self._last_msgid
+
+    def set_leader(self, broker_id: int) -> None:
+        self.leader = broker_id
+
+    def set_pid(self, producer_id: int, epoch: int) -> None:
+        """New producer id/epoch from ``main``; -1 holds sending (drain before a bump)."""
+        if self.idemp is None:
+            return
+        if producer_id < 0:
+            self.pid_held = True
+            return
+        if self.idemp.reset(producer_id, epoch):
+            # Sequences restart: batches waiting for retry are renumbered in order (KIP-360).
+            for batch in self.retry:
+                batch.possibly_persisted = False
+                self.idemp.stamp(batch)
+            self.drain_before_retry = False
+        self.pid_held = False
+        self.bump_requested = False
+
+    def set_fatal(self, code: int, reason: str) -> None:
+        """The producer hit a fatal error: fail everything queued, send nothing more."""
+        if self.fatal_error is None:
+            self.fatal_error = (code, reason)
+        self._fail_queue(E._PURGE_QUEUE)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> None:
+        """librdkafka purge(): queued → _PURGE_QUEUE, in flight → _PURGE_INFLIGHT (late results ignored)."""
+        sequenced_dropped = False
+        if in_queue:
+            sequenced_dropped = bool(self.retry) and self.idemp is not None
+            self._fail_queue(E._PURGE_QUEUE)
+        if in_flight and self.inflight:
+            sequenced_dropped = sequenced_dropped or self.idemp is not None
+            for batch in list(self.inflight.values()):
+                self._report(batch, E._PURGE_INFLIGHT)
+            self.inflight.clear()
+        if sequenced_dropped:
+            self._want_bump("purged batches left a sequence gap")
+
+    def expire(self, now: float | None = None) -> None:
+        """Fail messages whose message.timeout.ms has passed: queued, waiting to retry, or stuck in flight."""
+        if now is None:
+            now = self.clock()
+        queue = self.queue
+        if queue and queue[0].deadline <= now:
+            expired: list[QueuedMsg] = []
+            while queue and queue[0].deadline <= now:
+                msg = queue.popleft()
+                self.queue_bytes -= msg.size
+                expired.append(msg)
+            self._report_msgs(expired, E._MSG_TIMED_OUT)
+        if self.retry and any(b.deadline <= now for b in self.retry):
+            keep = []
+            for batch in self.retry:
+                if batch.deadline <= now:
+                    self._report(batch, E._MSG_TIMED_OUT)
+                    if self.idemp is not None:
+                        self._want_bump("batch timed out while waiting to be retried")
+                else:
+                    keep.append(batch)
+            self.retry = keep
+        if self.inflight:
+            stuck = [b for b in self.inflight.values() if b.deadline + INFLIGHT_GRACE_S <= now]
+            for batch in stuck:
+                del self.inflight[batch.batch_id]
+                self._report(batch, E._MSG_TIMED_OUT)
+                if self.idemp is not None:
+                    self._want_bump("in-flight batch timed out")
+
+    def on_result(self, batch_id: int, error: int, base_offset: int = -1, log_append_time: int = -1,
+                  request_sent: bool = True, now: float | None = None) -> bool:
+        """Handle the Produce result of an in-flight batch; False when the batch is unknown (stale)."""
+        batch = self.inflight.pop(batch_id, None)
+        if batch is None:
+            return False
+        if now is None:
+            now = self.clock()
+        idemp = self.idemp
+        if not error:
+            if idemp is not None:
+                self._implicit_acks(batch)
+                fatal = idemp.on_success(batch)
+                if fatal:
+                    self._raise_fatal(E._INCONSISTENT, fatal)
+            self._effects.reports.append((batch.first_msgid, batch.count, 0, base_offset, log_append_time))
+            return True
+        action = classify_produce_error(error, request_sent)
+        if idemp is not None:
+            verdict = idemp.on_error(batch, error, action)
+            if verdict.fatal_reason is not None:
+                self._report(batch, error)
+                self._raise_fatal(verdict.fatal_code, verdict.fatal_reason)
+                return True
+            if verdict.bump_reason is not None:
+                self._want_bump(verdict.bump_reason)
+            action = verdict.action
+            if not verdict.error:
+                self._implicit_acks(batch)
+                self._effects.reports.append((batch.first_msgid, batch.count, 0, -1, -1))
+                return True
+        if action.flags & REFRESH:
+            self._effects.refresh_reason = f"produce failed with error {error}"
+        if action.retriable:
+            final_error = error
+            if now >= batch.deadline:
+                final_error = E._MSG_TIMED_OUT
+            elif action.count_retry and batch.retries >= self.settings.retries:
+                final_error = E._MSG_TIMED_OUT if error in _TIMEOUT_CODES else error
+            else:
+                if action.count_retry:
+                    batch.retries += 1
+                batch.possibly_persisted = bool(action.flags & POSSIBLY_PERSISTED)
+                backoff = retry_backoff_ms(max(batch.retries, 1), self.settings.retry_backoff_ms,
+                                           self.settings.retry_backoff_max_ms, self.rand)
+                batch.backoff_until = now + backoff / 1000.0
+                self._insert_retry(batch)
+                if idemp is not None:
+                    self.drain_before_retry = True
+                return True
+            self._report(batch, final_error)
+            if idemp is not None:
+                self._want_bump("retries exhausted for a sequenced batch")
+            return True
+        assert action.flags & PERMANENT
+        self._report(batch, E._MSG_TIMED_OUT if error in _TIMEOUT_CODES else error)
+        return True
+
+    # ---- work ---------------------------------------------------------------------------------------
+    def next_batch(self, now: float | None = None) -> Batch | None:
+        """The next batch to transmit now (marked in flight), or None."""
+        if now is None:
+            now = self.clock()
+        if not self._may_send():
+            return None
+        if self.retry:
+            if self.drain_before_retry:
+                if self.inflight:
+                    return None
+                self.drain_before_retry = False
+            head = self.retry[0]
+            if head.backoff_until > now:
+                return None
+            self.retry.pop(0)
+            return self._mark_sent(head, now)
+        if not self.queue or not self._queue_ready(now):
+            return None
+        return self._mark_sent(self._cut_batch(), now)
+
+    def next_wakeup(self, now: float | None = None) -> float | None:
+        """Clock value at which ``expire``/``next_batch`` may have new work, or None when idle."""
+        if now is None:
+            now = self.clock()
+        times: list[float] = []
+        may_send = self._may_send()
+        if self.queue:
+            head = self.queue[0]
+            times.append(head.deadline)
+            if may_send and not self.retry:
+                if self._queue_ready(now):
+                    times.append(now)
+                else:
+                    times.append(head.enq_time + self._linger_s)
+        if may_send and self.retry and not (self.drain_before_retry and self.inflight):
+            times.append(self.retry[0].backoff_until)
+        for batch in self.retry:
+            times.append(batch.deadline)
+        for batch in self.inflight.values():
+            times.append(batch.deadline + INFLIGHT_GRACE_S)
+        times = [t for t in times if t != math.inf]
+        return min(times) if times else None
+
+    def take_effects(self) -> Effects:
+        effects = self._effects
+        self._effects = Effects()
+        return effects
+
+    # ---- state queries ----------------------------------------------------------------------------------
+    @property
+    def in_flight_count(self) -> int:
+        return len(self.inflight)
+
+    @property
+    def pending_count(self) -> int:
+        """Messages not yet reported: queued, waiting to retry, or in flight."""
+        return len(self.queue) + sum(b.count for b in self.retry) + sum(b.count for b in self.inflight.values())
+
+    # ---- internals --------------------------------------------------------------------------------------
+    def _may_send(self) -> bool:
+        if self.fatal_error is not None or self.leader < 0:
+            return False
+        if len(self.inflight) >= self._in_flight_limit:
+            return False
+        if self.idemp is not None:
+            if self.pid_held or self.bump_requested or not self.idemp.valid:
+                return False
+            # After a leader change, wait until the old leader has answered everything (no reordering).
+            for batch in self.inflight.values():
+                if batch.broker_id != self.leader:
+                    return False
+        return True
+
+    def _queue_ready(self, now: float) -> bool:
+        queue = self.queue
+        if len(queue) >= self._max_batch_msgs or self.queue_bytes + BATCH_OVERHEAD >= self._max_batch_bytes:
+            return True
+        head = queue[0]
+        return self.flush_upto >= head.msgid or now >= head.enq_time + self._linger_s
+
+    def _cut_batch(self) -> Batch:
+        queue = self.queue
+        msgs: list[QueuedMsg] = []
+        size = BATCH_OVERHEAD
+        max_msgs = self._max_batch_msgs
+        max_bytes = self._max_batch_bytes
+        while queue and len(msgs) < max_msgs:
+            msg = queue[0]
+            if msgs and size + msg.size > max_bytes:
+                break
+            queue.popleft()
+            msgs.append(msg)
+            size += msg.size
+        self.queue_bytes -= size - BATCH_OVERHEAD
+        batch = Batch(self._next_batch_id, msgs, size)
+        self._next_batch_id += 1
+        if self.idemp is not None:
+            self.idemp.stamp(batch)
+        return batch
+
+    def _mark_sent(self, batch: Batch, now: float) -> Batch:
+        batch.broker_id = self.leader
+        batch.sent_at = now
+        self.inflight[batch.batch_id] = batch
+        return batch
+
+    def _insert_retry(self, batch: Batch) -> None:
+        retry = self.retry
+        index = len(retry)
+        while index > 0 and retry[index - 1].first_msgid > batch.first_msgid:
+            index -= 1
+        retry.insert(index, batch)
+
+    def _implicit_acks(self, batch: Batch) -> None:
+        """A later batch was accepted, so earlier ones of the same epoch waiting to retry were written."""
+        if not self.retry or self.idemp is None:
+            return
+        keep = []
+        for earlier in self.retry:
+            if earlier.first_msgid < batch.first_msgid and self.idemp.same_identity(earlier):
+                self._effects.reports.append((earlier.first_msgid, earlier.count, 0, -1, -1))
+            else:
+                keep.append(earlier)
+        self.retry = keep
+
+    def _want_bump(self, reason: str) -> None:
+        if not self.bump_requested:
+            self.bump_requested = True
+            self._effects.bump_reason = reason
+
+    def _raise_fatal(self, code: int, reason: str) -> None:
+        self._effects.fatal = (code, reason)
+        self.set_fatal(code, reason)
+
+    def _fail_queue(self, error: int) -> None:
+        for batch in self.retry:
+            self._report(batch, error)
+        self.retry = []
+        if self.queue:
+            msgs = list(self.queue)
+            self.queue.clear()
+            self.queue_bytes = 0
+            self._report_msgs(msgs, error)
+
+    def _report(self, batch: Batch, error: int) -> None:
+        self._effects.reports.append((batch.first_msgid, batch.count, error, -1, -1))
+
+    def _report_msgs(self, msgs: list[QueuedMsg], error: int) -> None:
+        """Report runs of consecutive msgids with one row each."""
+        reports = self._effects.reports
+        start = prev = msgs[0].msgid
+        for msg in msgs[1:]:
+            if msg.msgid != prev + 1:
+                reports.append((start, prev - start + 1, error, -1, -1))
+                start = msg.msgid
+            prev = msg.msgid
+        reports.append((start, prev - start + 1, error, -1, -1))

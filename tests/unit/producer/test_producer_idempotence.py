@@ -1,0 +1,218 @@
+"""Idempotent producer rules on the partition core: sequences, in-flight cap, strict-order retries,
+KIP-360 drain + epoch bump, fatal desynchronisation, duplicate sequences, implicit acks."""
+
+from __future__ import annotations
+
+from kqactors.errors import ERROR_CODES as C
+from kqactors.producer_core.batch import wrap_seq
+from kqactors.producer_core.partition import PartitionProducer
+from kqactors.producer_core.settings import ProducerSettings
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(**overrides):
+    clock = FakeClock()
+    settings = ProducerSettings(idempotence=True, linger_ms=0, batch_num_messages=2, **overrides)
+    core = PartitionProducer("t", 0, settings, clock=clock, rand=lambda: 0.5)
+    core.set_leader(1)
+    return core, clock
+
+
+def msgs(n):
+    return [(0, None, b"v", None) for _ in range(n)]
+
+
+def send_all(core):
+    out = []
+    while (batch := core.next_batch()) is not None:
+        out.append(batch)
+    return out
+
+
+def test_nothing_is_sent_before_a_producer_id_arrives():
+    core, clock = make()
+    core.enqueue(1, msgs(2), clock())
+    assert core.next_batch() is None
+    core.set_pid(1000, 0)
+    batch = core.next_batch()
+    assert (batch.producer_id, batch.epoch, batch.base_seq) == (1000, 0, 0)
+
+
+def test_sequences_follow_batches_and_at_most_five_in_flight():
+    core, clock = make()
+    core.set_pid(7, 3)
+    core.enqueue(1, msgs(20), clock())
+    batches = send_all(core)
+    assert len(batches) == 5
+    assert [b.base_seq for b in batches] == [0, 2, 4, 6, 8]
+    core.on_result(batches[0].batch_id, 0, base_offset=0)
+    more = send_all(core)
+    assert [b.base_seq for b in more] == [10]
+
+
+def test_timed_out_unsent_messages_leave_no_sequence_gap():
+    core, clock = make(message_timeout_ms=1000)
+    core.set_pid(7, 0)
+    core.set_leader(-1)
+    core.enqueue(1, msgs(2), clock())
+    clock.now += 1.5
+    core.expire()
+    assert core.take_effects().reports == [(1, 2, C["_MSG_TIMED_OUT"], -1, -1)]
+    core.set_leader(1)
+    core.enqueue(3, msgs(2), clock())
+    assert core.next_batch().base_seq == 0
+    assert core.take_effects().bump_reason is None
+
+
+def test_retriable_error_drains_then_resends_in_order_with_same_sequences():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(6), clock())
+    b1, b2, b3 = send_all(core)
+    core.on_result(b1.batch_id, C["NOT_ENOUGH_REPLICAS"])
+    clock.now += 5
+    core.enqueue(7, msgs(2), clock())
+    assert core.next_batch() is None  # draining: b2, b3 still in flight
+    core.on_result(b2.batch_id, C["NOT_ENOUGH_REPLICAS"])
+    core.on_result(b3.batch_id, C["NOT_ENOUGH_REPLICAS"])
+    clock.now += 5
+    resent = send_all(core)
+    assert [(b.first_msgid, b.base_seq) for b in resent] == [(1, 0), (3, 2), (5, 4), (7, 6)]
+    assert all(not b.needs_restamp for b in resent)
+    assert core.take_effects().bump_reason is None
+
+
+def test_out_of_order_behind_a_failed_batch_triggers_bump_and_renumbering():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(6), clock())
+    b1, b2, b3 = send_all(core)
+    for batch in (b1, b2, b3):
+        batch.payload = b"encoded"  # the actor encoded them
+    core.on_result(b1.batch_id, C["MSG_SIZE_TOO_LARGE"])  # permanent: gap at seq 0..1
+    effects = core.take_effects()
+    assert effects.reports == [(1, 2, C["MSG_SIZE_TOO_LARGE"], -1, -1)]
+    assert effects.bump_reason == "message sequence gap"
+    core.on_result(b2.batch_id, C["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    core.on_result(b3.batch_id, C["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    effects = core.take_effects()
+    assert effects.reports == [] and effects.fatal is None
+    assert core.in_flight_count == 0
+    clock.now += 5
+    assert core.next_batch() is None  # waiting for the bumped epoch
+    core.set_pid(-1, -1)  # main's drain signal changes nothing here
+    core.set_pid(7, 1)
+    resent = send_all(core)
+    assert [(b.first_msgid, b.epoch, b.base_seq) for b in resent] == [(3, 1, 0), (5, 1, 2)]
+    assert all(b.needs_restamp for b in resent)
+    assert all(b.retries == 0 for b in resent)  # OUT_OF_ORDER behind a failure does not use up retries
+
+
+def test_head_of_line_out_of_order_is_fatal_and_purges_the_queue():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.set_leader(-1)
+    core.enqueue(3, msgs(1), clock())
+    core.on_result(b1.batch_id, C["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    effects = core.take_effects()
+    assert effects.fatal is not None and effects.fatal[0] == C["OUT_OF_ORDER_SEQUENCE_NUMBER"]
+    assert effects.reports == [(1, 2, C["OUT_OF_ORDER_SEQUENCE_NUMBER"], -1, -1),
+                               (3, 1, C["_PURGE_QUEUE"], -1, -1)]
+    core.set_leader(1)
+    core.enqueue(4, msgs(1), clock())
+    assert core.next_batch() is None
+    assert core.take_effects().reports == [(4, 1, C["_FATAL"], -1, -1)]
+
+
+def test_unknown_producer_id_on_first_batch_bumps_epoch_and_retries():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.on_result(b1.batch_id, C["UNKNOWN_PRODUCER_ID"])
+    effects = core.take_effects()
+    assert effects.bump_reason == "unknown producer id" and effects.reports == []
+    core.set_pid(7, 1)
+    clock.now += 5
+    again = core.next_batch()
+    assert (again.first_msgid, again.epoch, again.base_seq, again.retries) == (1, 1, 0, 0)
+
+
+def test_unknown_producer_id_on_a_retried_batch_is_fatal():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.on_result(b1.batch_id, C["REQUEST_TIMED_OUT"])
+    clock.now += 5
+    again = core.next_batch()
+    assert again is b1 and again.retries == 1
+    core.on_result(again.batch_id, C["UNKNOWN_PRODUCER_ID"])
+    effects = core.take_effects()
+    assert effects.fatal is not None and effects.fatal[0] == C["UNKNOWN_PRODUCER_ID"]
+
+
+def test_duplicate_sequence_counts_as_delivered_without_offset():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.on_result(b1.batch_id, C["DUPLICATE_SEQUENCE_NUMBER"])
+    effects = core.take_effects()
+    assert effects.reports == [(1, 2, 0, -1, -1)] and effects.fatal is None
+
+
+def test_later_success_implicitly_acks_a_possibly_persisted_earlier_batch():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(4), clock())
+    b1, b2 = send_all(core)
+    core.on_result(b1.batch_id, C["REQUEST_TIMED_OUT"])  # may have been written
+    core.on_result(b2.batch_id, 0, base_offset=10)        # broker accepted seq 2..3, so 0..1 is in
+    effects = core.take_effects()
+    assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 10, -1)]
+    assert core.pending_count == 0 and effects.fatal is None
+
+
+def test_leader_change_waits_for_old_leader_in_flight():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.set_leader(2)
+    core.enqueue(3, msgs(2), clock())
+    assert core.next_batch() is None
+    core.on_result(b1.batch_id, 0, base_offset=0)
+    b2 = core.next_batch()
+    assert b2.broker_id == 2 and b2.base_seq == 2
+
+
+def test_gapless_permanent_error_is_fatal():
+    core, clock = make(gapless=True)
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.on_result(b1.batch_id, C["MSG_SIZE_TOO_LARGE"])
+    effects = core.take_effects()
+    assert effects.fatal is not None and effects.fatal[0] == C["_GAPLESS_GUARANTEE"]
+
+
+def test_sequence_wraps_at_int32():
+    assert wrap_seq(2**31 - 1 + 1) == 0
+    assert wrap_seq(-1) == 2**31 - 1
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.idemp.next_seq = 2**31 - 1
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    assert b1.base_seq == 2**31 - 1 and b1.next_seq == 1
+    assert core.idemp.next_seq == 1

@@ -1,0 +1,30 @@
+"""Runs in: the main host. The consumer group (classic protocol): a pure, event-driven state machine
+(``GroupStateMachine``) whose outputs are actions the cgrp actor executes, the assignors (range,
+roundrobin, cooperative-sticky), the consumer-protocol member metadata and offset bookkeeping.
+"""
+
+from kqactors.cgrp.actions import (
+    ASSIGN,
+    LOST,
+    REVOKE,
+    Action,
+    Closed,
+    CommitResult,
+    CoordinatorChanged,
+    RebalanceCallback,
+    RequestMetadata,
+    SendRequest,
+    StartFetching,
+    StopFetching,
+    SurfaceError,
+)
+from kqactors.cgrp.assignors import MemberSubscription, assignor_for
+from kqactors.cgrp.machine import GroupStateMachine
+from kqactors.cgrp.settings import GroupSettings
+from kqactors.cgrp.states import CoordState, JoinState
+
+__all__ = [
+    "ASSIGN", "LOST", "REVOKE", "Action", "Closed", "CommitResult", "CoordinatorChanged", "RebalanceCallback",
+    "RequestMetadata", "SendRequest", "StartFetching", "StopFetching", "SurfaceError", "MemberSubscription",
+    "assignor_for", "GroupStateMachine", "GroupSettings", "CoordState", "JoinState",
+]

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from kqactors import __version__
-from kqactors.cli import broker
+from kqactors.cli import broker, perf
 
-_SUBCOMMANDS = (broker,)
+_SUBCOMMANDS = (broker, perf)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -129,6 +129,11 @@ class PartitionProducer:
         self.pid_held = False
         self.bump_requested = False
 
+    def request_bump(self, reason: str) -> None:
+        """Hold sending and ask for a drain + epoch bump (e.g. this partition's earlier state was lost)."""
+        if self.idemp is not None:
+            self._want_bump(reason)
+
     def set_fatal(self, code: int, reason: str) -> None:
         """The producer hit a fatal error: fail everything queued, send nothing more."""
         if self.fatal_error is None:

@@ -1,0 +1,184 @@
+"""Runs in: a developer shell or CI (the driver; each measured run is a fresh child process).
+
+Producer benchmark: kqactors, confluent-kafka, kafka-python and aiokafka against the same broker, in one
+run. Cases: 100 B uncompressed, 1 KiB lz4, 1 KiB zstd; acks=1; a fresh 3-partition topic per run; each
+client in a fresh process; medians over repeats. Measurement and fairness rules: see benchmarks/harness.py.
+
+    /work/venv/bin/python benchmarks/bench_produce.py                 # full run (< 10 min on 2 cores)
+    /work/venv/bin/python benchmarks/bench_produce.py --quick         # smoke run (< 1 min)
+    /work/venv/bin/python benchmarks/bench_produce.py --clients confluent-kafka,aiokafka --cases 100B
+
+Prints a markdown table (with kqactors/peer ratios), writes benchmarks/out/produce.json and a chart at
+benchmarks/produce.png. Without --bootstrap an in-memory Tansu broker is started for the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from harness import (
+    BENCH_DIR,
+    RUNNERS,
+    RunFailed,
+    RunResult,
+    markdown_table,
+    run_client,
+    summarise,
+    write_chart,
+    write_json,
+)
+
+from kqactors.cli.perf_payload import create_topic
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    size: int
+    compression: str
+    default_count: int
+    quick_count: int
+
+
+CASES = {
+    "100B": Case("100B", 100, "none", 200_000, 20_000),
+    "1KiB-lz4": Case("1KiB-lz4", 1024, "lz4", 100_000, 10_000),
+    "1KiB-zstd": Case("1KiB-zstd", 1024, "zstd", 100_000, 10_000),
+}
+PARTITIONS = 3
+#: Batch size (bytes) given to the peers without librdkafka's 1 MB batches, per case ("*" = any other case).
+#: Each is the client's fastest in a 16 KiB / 256 KiB / 1 MiB sweep on this harness (benchmarks/RESULTS.md):
+#: kafka-python 1 MiB (librdkafka's batch.size) everywhere; aiokafka 256 KiB for 1 KiB zstd and its 16 KiB
+#: default otherwise (its lz4 compresses at a high level, which gets slower with bigger batches).
+PEER_BATCH_BYTES = {
+    "kafka-python": {"*": 1024 * 1024},
+    "aiokafka": {"1KiB-zstd": 256 * 1024, "*": 16 * 1024},
+}
+#: The module each client's runner needs; a client whose module is missing is skipped with a notice.
+CLIENT_MODULES = {"kqactors": "kqactors.producer", "confluent-kafka": "confluent_kafka",
+                  "kafka-python": "kafka", "aiokafka": "aiokafka"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", help="bootstrap.servers (default: start an embedded Tansu broker)")
+    parser.add_argument("--clients", default=",".join(RUNNERS),
+                        help=f"comma-separated subset of {','.join(RUNNERS)}")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    parser.add_argument("--repeats", type=int, default=None, help="runs per client and case (default 3; quick 1)")
+    parser.add_argument("--count-scale", type=float, default=1.0,
+                        help="multiply every case's message count (e.g. 0.5 for a shorter run)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: small counts, one repeat")
+    parser.add_argument("--json-out", type=Path, default=BENCH_DIR / "out" / "produce.json")
+    parser.add_argument("--chart", type=Path, default=BENCH_DIR / "produce.png")
+    parser.add_argument("--no-chart", action="store_true")
+    args = parser.parse_args(argv)
+    args.clients = _select(args.clients, RUNNERS, parser, "client")
+    args.cases = _select(args.cases, CASES, parser, "case")
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if args.repeats < 1 or args.count_scale <= 0:
+        parser.error("--repeats must be >= 1 and --count-scale > 0")
+    return args
+
+
+def _select(text: str, known: dict, parser: argparse.ArgumentParser, what: str) -> list[str]:
+    chosen = [item.strip() for item in text.split(",") if item.strip()]
+    unknown = [item for item in chosen if item not in known]
+    if unknown or not chosen:
+        parser.error(f"unknown {what}(s) {unknown}; choose from {', '.join(known)}")
+    return chosen
+
+
+def available_clients(clients: list[str]) -> list[str]:
+    usable = []
+    for client in clients:
+        try:
+            found = importlib.util.find_spec(CLIENT_MODULES[client]) is not None
+        except ImportError:
+            found = False
+        if found:
+            usable.append(client)
+        else:
+            print(f"skipping {client}: {CLIENT_MODULES[client]} is not importable", file=sys.stderr)
+    return usable
+
+
+def runner_args(client: str, case: str) -> tuple[str, ...]:
+    """Extra runner arguments for ``client`` in ``case`` (the peers' batch size)."""
+    sizes = PEER_BATCH_BYTES.get(client)
+    if not sizes:
+        return ()
+    return ("--batch-size", str(sizes.get(case, sizes["*"])))
+
+
+def run_all(args: argparse.Namespace, bootstrap: str, clients: list[str]) -> list[RunResult]:
+    """Every case × repeat × client; clients interleave within a repeat so drift hits them alike."""
+    results: list[RunResult] = []
+    for case_name in args.cases:
+        case = CASES[case_name]
+        count = max(1, int((case.quick_count if args.quick else case.default_count) * args.count_scale))
+        for repeat in range(args.repeats):
+            for client in clients:
+                topic = f"bench-{case.name.lower()}-{client}-{uuid.uuid4().hex[:8]}"
+                create_topic(bootstrap, topic, PARTITIONS)
+                try:
+                    result = run_client(client, case.name, repeat, bootstrap, topic, count, case.size,
+                                        case.compression, extra_args=runner_args(client, case.name))
+                except RunFailed as exc:
+                    print(f"[{case.name} #{repeat + 1}] {exc}", file=sys.stderr)
+                    continue
+                results.append(result)
+                print(f"[{case.name} #{repeat + 1}] {client:16s} {result.msgs_per_s:>10,.0f} msgs/s "
+                      f"{result.mb_per_s:7.1f} MB/s  cpu {result.cpu_s:6.2f} s  "
+                      f"rss {result.peak_rss_mb:6.0f} MiB  procs {result.processes}  "
+                      f"errors {sum(result.errors.values())}", file=sys.stderr, flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    clients = available_clients(args.clients)
+    if not clients:
+        print("no client available to benchmark", file=sys.stderr)
+        return 1
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        from kqactors.testing.tansu import TansuBroker
+
+        broker = TansuBroker().start()
+        bootstrap = broker.bootstrap
+        print(f"embedded Tansu broker at {bootstrap}", file=sys.stderr)
+    started = time.monotonic()
+    try:
+        results = run_all(args, bootstrap, clients)
+    finally:
+        if broker is not None:
+            broker.stop()
+    summaries = summarise(results)
+    meta = {
+        "python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
+        "broker": "embedded Tansu" if broker is not None else bootstrap, "partitions": PARTITIONS,
+        "acks": 1, "repeats": args.repeats, "quick": args.quick, "wall_s": round(time.monotonic() - started, 1),
+        "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients,
+    }
+    write_json(args.json_out, meta, results, summaries)
+    if not args.no_chart and summaries:
+        write_chart(args.chart, summaries, args.cases, args.clients)
+    print(markdown_table(summaries, args.cases, args.clients))
+    print(f"\n{len(results)} runs in {meta['wall_s']} s; JSON: {args.json_out}", file=sys.stderr)
+    failed = sum(1 for r in results if r.errors) + (len(args.cases) * args.repeats * len(clients) - len(results))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+"""Runs in: the main host. Owns the `main` actor: bootstrap, the metadata cache and its refresh timers, the broker
+registry (one broker/N actor per broker), partition → leader routing pushed to toppars, and the idempotent
+producer id (InitProducerId, epoch bumps).
+
+Ops in:  TOPPAR_JOIN/LEAVE and METADATA_REFRESH, PID_BUMP (toppar), METADATA (app request), BROKER_STATE
+         (broker/N), ERR (any).
+Ops out: LEADER, PID (toppar), PARTITION_JOIN/LEAVE, BROKER_UPDATE, REQUEST (broker/N), TOPIC_PARTITIONS,
+         ERR (app).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kqactors.actors import ops
+from kqactors.actors.metadata import MetadataCache, MetadataDelta, RefreshScheduler
+from kqactors.actors.requests import snapshot_from_wire
+from kqactors.runtime.actor import Actor, ActorContext, on
+from kqactors.runtime.op import Op
+
+log = logging.getLogger(__name__)
+
+BROKER_FACTORY = "kqactors.actors.broker:BrokerActor"
+TICK_SECONDS = 0.05
+_TICK = "MAIN_TICK"
+
+# a request that failed with these may succeed on another broker (_DESTROY: a bootstrap broker retired)
+_RETRY_ELSEWHERE = {ops.ERR__TRANSPORT, ops.ERR__TIMED_OUT, ops.ERR__DESTROY, ops.ERR__RESOLVE}
+_RETRYABLE_PID_ERRORS = _RETRY_ELSEWHERE | {ops.ERR__UNSUPPORTED_FEATURE, ops.ERR_COORDINATOR_NOT_AVAILABLE,
+                                            ops.ERR_NOT_COORDINATOR, ops.ERR_COORDINATOR_LOAD_IN_PROGRESS,
+                                            ops.ERR_REQUEST_TIMED_OUT}
+
+
+def parse_bootstrap(servers: Any) -> list[tuple[str, int]]:
+    """`host[:port]` entries separated by commas (optionally `PLAINTEXT://`); raises ValueError."""
+    if not isinstance(servers, str) or not servers.strip():
+        raise ValueError("bootstrap.servers must be a non-empty 'host:port[,host:port...]' string")
+    out = []
+    for item in servers.split(","):
+        item = item.strip()
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        if not item:
+            continue
+        host, sep, port_text = item.rpartition(":")
+        if not sep:
+            host, port_text = item, "9092"
+        host = host.strip("[]")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ValueError(f"bootstrap.servers: invalid port in {item!r}") from None
+        if not host or not 0 < port < 65536:
+            raise ValueError(f"bootstrap.servers: invalid address {item!r}")
+        out.append((host, port))
+    if not out:
+        raise ValueError("bootstrap.servers lists no broker")
+    return out
+
+
+class BrokerHandle:
+    __slots__ = ("node_id", "name", "host", "port", "state", "bootstrap")
+
+    def __init__(self, node_id: int, name: str, host: str, port: int, bootstrap: bool) -> None:
+        self.node_id, self.name, self.host, self.port = node_id, name, host, port
+        self.state = "INIT"
+        self.bootstrap = bootstrap
+
+
+class MainActor(Actor):
+    """The `main` actor. `config` uses librdkafka property names; `app` is where app-bound ops go."""
+
+    def __init__(self, ctx: ActorContext, config: dict[str, Any] | None = None, app: str = "app",
+                 broker_factory: str = BROKER_FACTORY) -> None:
+        super().__init__(ctx)
+        self.config = dict(config or {})
+        self.app = app
+        self.broker_factory = broker_factory
+        self.bootstrap = parse_bootstrap(self.config.get("bootstrap.servers")
+                                         or self.config.get("metadata.broker.list"))
+        self.socket_timeout_ms = int(self.config.get("socket.timeout.ms", 60000))
+        self.cache = MetadataCache()
+        self.scheduler = RefreshScheduler(
+            interval_ms=int(self.config.get("topic.metadata.refresh.interval.ms", 300000)),
+            fast_ms=int(self.config.get("topic.metadata.refresh.fast.interval.ms", 100)),
+            fast_max_ms=int(self.config.get("retry.backoff.max.ms", 1000)),
+            request_timeout_ms=self.socket_timeout_ms)
+        self.brokers: dict[int, BrokerHandle] = {}
+        self.toppars: dict[tuple[str, int], str] = {}
+        self.topics: set[str] = set(self.config.get("_topics", ()) or ())
+        self.idempotent = str(self.config.get("enable.idempotence", False)).lower() in ("true", "1")
+        self.producer_id, self.producer_epoch = -1, -1
+        self.pid_in_flight = False
+        self.pid_retry_at = 0.0
+        self.pid_backoff_ms = int(self.config.get("retry.backoff.ms", 100))
+        self.drain_waiting: set[str] | None = None
+        self.drain_deadline = 0.0
+        self.all_down_reported = False
+        self._rr = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        for index, (host, port) in enumerate(self.bootstrap, start=1):
+            self._add_broker(-index, host, port, bootstrap=True)
+        self.scheduler.start(time.monotonic())
+        self.ctx.timer(TICK_SECONDS, Op(_TICK), repeat=True)
+        self._on_tick(None)
+
+    @on(_TICK)
+    def _on_tick(self, _op: Op | None) -> None:
+        now = time.monotonic()
+        self._maybe_refresh(now)
+        self._maybe_init_pid(now)
+        self._maybe_finish_drain(now)
+
+    # ---- brokers ---------------------------------------------------------------------------------------
+
+    def _add_broker(self, node_id: int, host: str, port: int, bootstrap: bool) -> None:
+        name = ops.broker_name(node_id)
+        handle = BrokerHandle(node_id, name, host, port, bootstrap)
+        self.brokers[node_id] = handle
+        args = {"node_id": node_id, "host": host, "port": port, "config": self._broker_config(),
+                "owner": self.ctx.name}
+        spawn = getattr(self.ctx, "spawn", None)
+        if spawn is not None:
+            spawn(name, self.broker_factory, args)
+        else:  # runtime without actor-initiated spawn: place the broker on this host
+            error = self.ctx._core.spawn(name, self.broker_factory, args, self.ctx.name)
+            if error:
+                raise RuntimeError(f"cannot spawn {name}: {error}")
+
+    def _remove_broker(self, node_id: int) -> None:
+        handle = self.brokers.pop(node_id, None)
+        if handle is None:
+            return
+        stop = getattr(self.ctx, "stop", None)
+        if stop is not None:
+            stop(handle.name)
+        else:
+            self.ctx._core.stop_actor(handle.name)
+
+    def _broker_config(self) -> dict[str, Any]:
+        keys = ("client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",
+                "api.version.request.timeout.ms", "socket.connection.setup.timeout.ms", "reconnect.backoff.ms",
+                "reconnect.backoff.max.ms")
+        config = {k: self.config[k] for k in keys if k in self.config}
+        if "max.in.flight" in self.config and "max.in.flight.requests.per.connection" not in config:
+            config["max.in.flight.requests.per.connection"] = self.config["max.in.flight"]
+        return config
+
+    @on(ops.BROKER_STATE)
+    def _on_broker_state(self, op: Op) -> None:
+        handle = self.brokers.get(op.payload.get("node_id"))
+        if handle is None:
+            return
+        handle.state = op.payload["state"]
+        if handle.state == "UP":
+            self.all_down_reported = False
+            self._maybe_init_pid(time.monotonic())
+        elif handle.state == "DOWN" and all(h.state == "DOWN" for h in self.brokers.values()):
+            if not self.all_down_reported:
+                self.all_down_reported = True
+                self.ctx.send(self.app, Op(ops.ERR, ops.err_payload(
+                    ops.ERR__ALL_BROKERS_DOWN, f"{len(self.brokers)}/{len(self.brokers)} brokers are down")))
+
+    def _pick_broker(self) -> BrokerHandle | None:
+        """An UP broker (learned ones first), else any: broker actors queue work until connected."""
+        handles = sorted(self.brokers.values(), key=lambda h: (h.state != "UP", h.bootstrap, h.state == "DOWN"))
+        if not handles:
+            return None
+        best = [h for h in handles if (h.state, h.bootstrap) == (handles[0].state, handles[0].bootstrap)]
+        self._rr += 1
+        return best[self._rr % len(best)]
+
+    # ---- metadata --------------------------------------------------------------------------------------
+
+    def _maybe_refresh(self, now: float) -> None:
+        due = self.scheduler.due(now, sorted(self.topics))
+        if due is False:
+            return
+        requested = sorted(self.topics) if due is None else list(due)
+        self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms)
+
+    def _request_metadata(self, topics: list[str] | None, on_reply: Any, timeout_ms: int,
+                          allow_auto_create: bool = False) -> bool:
+        broker = self._pick_broker()
+        if broker is None:
+            return False
+        payload = {"kind": "Metadata", "args": {"topics": topics, "allow_auto_create": allow_auto_create},
+                   "timeout_ms": timeout_ms}
+        self.ctx.request(broker.name, Op(ops.REQUEST, payload),
+                         lambda reply: on_reply(reply, topics), timeout_ms / 1000 + 1.0)
+        return True
+
+    def _on_refresh_reply(self, reply: Op, requested: list[str] | None) -> None:
+        now = time.monotonic()
+        error, reason, result = _unpack_response(reply)
+        if error:
+            log.debug("metadata refresh failed: %s (%s)", reason, error)
+            self.scheduler.on_response([], now, failed=True)
+            return
+        delta = self._apply_metadata(result, requested, now)
+        self.scheduler.on_response(delta.unresolved_topics, now)
+
+    def _apply_metadata(self, wire: dict[str, Any], requested: list[str] | None, now: float) -> MetadataDelta:
+        delta = self.cache.apply(snapshot_from_wire(wire), requested, now)
+        for info in delta.brokers_added:
+            if info.node_id in self.brokers:
+                self._remove_broker(info.node_id)
+            self._add_broker(info.node_id, info.host, info.port, bootstrap=False)
+        for info in delta.brokers_moved:
+            handle = self.brokers.get(info.node_id)
+            if handle is not None:
+                handle.host, handle.port = info.host, info.port
+                self.ctx.send(handle.name, Op(ops.BROKER_UPDATE, {"host": info.host, "port": info.port}))
+        for info in delta.brokers_removed:
+            self._remove_broker(info.node_id)
+        if self.cache.brokers:
+            for handle in [h for h in self.brokers.values() if h.bootstrap]:
+                self._remove_broker(handle.node_id)
+        for change in delta.leader_changes:
+            membership = ops.partition_membership_payload(change.topic, change.partition, change.leader_epoch)
+            if change.old_leader in self.brokers:
+                self.ctx.send(ops.broker_name(change.old_leader), Op(ops.PARTITION_LEAVE, membership))
+            if change.new_leader in self.brokers:
+                self.ctx.send(ops.broker_name(change.new_leader), Op(ops.PARTITION_JOIN, membership))
+            toppar = self.toppars.get((change.topic, change.partition))
+            if toppar is not None:
+                self.ctx.send(toppar, Op(ops.LEADER, ops.leader_payload(
+                    change.topic, change.partition, self._routable(change.new_leader), change.leader_epoch)))
+        for topic in set(delta.partition_counts) | set(delta.topic_errors):
+            if topic in self.topics:
+                self.ctx.send(self.app, Op(ops.TOPIC_PARTITIONS, ops.topic_partitions_payload(
+                    topic, self.cache.partition_count(topic), self.cache.topic_error(topic))))
+        return delta
+
+    def _routable(self, node_id: int) -> int:
+        return node_id if node_id in self.brokers else -1
+
+    @on(ops.METADATA)
+    def _on_metadata(self, op: Op) -> None:
+        """App request: fresh metadata for `topics` (None: all), merged into the cache, returned as the reply."""
+        payload = op.payload or {}
+        topics = payload.get("topics")
+        timeout_ms = int(payload.get("timeout_ms") or self.socket_timeout_ms)
+        if topics is not None:
+            self.topics.update(topics)
+        deadline = time.monotonic() + timeout_ms / 1000
+
+        def on_reply(reply: Op, requested: list[str] | None) -> None:
+            error, reason, result = _unpack_response(reply)
+            now = time.monotonic()
+            if error and now < deadline and error in _RETRY_ELSEWHERE:
+                remaining = int((deadline - now) * 1000)
+                if remaining > 0 and self._request_metadata(requested, on_reply, remaining,
+                                                            bool(payload.get("allow_auto_create"))):
+                    return
+            if error:
+                self.ctx.reply(op, Op(ops.METADATA, {"error_code": error, "reason": reason}))
+                return
+            self._apply_metadata(result, requested, now)
+            self.ctx.reply(op, Op(ops.METADATA, {"error_code": 0, "reason": "", "metadata": result}))
+
+        if not self._request_metadata(topics, on_reply, timeout_ms, bool(payload.get("allow_auto_create"))):
+            self.ctx.reply(op, Op(ops.METADATA, {"error_code": ops.ERR__TRANSPORT, "reason": "no brokers"}))
+
+    @on(ops.METADATA_REFRESH)
+    def _on_metadata_refresh(self, op: Op) -> None:
+        topic = (op.payload or {}).get("topic")
+        topics = [topic] if topic else None
+        if topic:
+            self.topics.add(topic)
+        self.scheduler.request(topics, time.monotonic())
+        self._maybe_refresh(time.monotonic())
+
+    # ---- toppars ---------------------------------------------------------------------------------------
+
+    @on(ops.TOPPAR_JOIN)
+    def _on_toppar_join(self, op: Op) -> None:
+        """A toppar announces itself; the reply carries its current leader and producer id."""
+        topic, partition = op.payload["topic"], int(op.payload["partition"])
+        name = op.payload.get("name") or op.sender or ops.toppar_name(topic, partition)
+        self.toppars[(topic, partition)] = name
+        if topic not in self.topics:
+            self.topics.add(topic)
+            self.scheduler.request([topic], time.monotonic())
+        reply = {**ops.leader_payload(topic, partition, self._routable(self.cache.leader(topic, partition)),
+                                      self.cache.leader_epoch(topic, partition)),
+                 "producer_id": self.producer_id, "epoch": self.producer_epoch,
+                 "partition_count": self.cache.partition_count(topic),
+                 "error_code": self.cache.topic_error(topic) if topic in self.cache.topics else 0}
+        if op.is_request:
+            self.ctx.reply(op, Op(ops.TOPPAR_JOIN, reply))
+        else:
+            self.ctx.send(name, Op(ops.LEADER, reply))
+
+    @on(ops.TOPPAR_LEAVE)
+    def _on_toppar_leave(self, op: Op) -> None:
+        self.toppars.pop((op.payload["topic"], int(op.payload["partition"])), None)
+
+    # ---- idempotence -----------------------------------------------------------------------------------
+
+    def _maybe_init_pid(self, now: float) -> None:
+        if not self.idempotent or self.pid_in_flight or self.producer_id >= 0 or now < self.pid_retry_at:
+            return
+        self._send_init_pid(-1, -1)
+
+    def _send_init_pid(self, producer_id: int, epoch: int) -> None:
+        broker = self._pick_broker()
+        if broker is None or broker.state != "UP":
+            return
+        self.pid_in_flight = True
+        args = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": producer_id,
+                "producer_epoch": epoch}
+        self.ctx.request(broker.name, Op(ops.REQUEST, {"kind": "InitProducerId", "args": args,
+                                                       "timeout_ms": self.socket_timeout_ms}),
+                         self._on_init_pid_reply, self.socket_timeout_ms / 1000 + 1.0)
+
+    def _on_init_pid_reply(self, reply: Op) -> None:
+        self.pid_in_flight = False
+        error, reason, result = _unpack_response(reply)
+        if not error and result:
+            error = result.get("error_code", 0)
+        if error:
+            retriable = error in _RETRYABLE_PID_ERRORS
+            self.pid_retry_at = time.monotonic() + self.pid_backoff_ms / 1000
+            if not retriable:
+                self.ctx.send(self.app, Op(ops.ERR, ops.err_payload(
+                    error, f"InitProducerId failed: {reason or error}", fatal=True)))
+                failed = {**ops.pid_payload(-1, -1, error), "fatal": True}
+                for name in set(self.toppars.values()):
+                    self.ctx.send(name, Op(ops.PID, failed))
+                self.idempotent = False
+            return
+        self._set_pid(result["producer_id"], result["producer_epoch"])
+
+    def _set_pid(self, producer_id: int, epoch: int) -> None:
+        self.producer_id, self.producer_epoch = producer_id, epoch
+        pid = ops.pid_payload(producer_id, epoch)
+        for name in set(self.toppars.values()):
+            self.ctx.send(name, Op(ops.PID, pid))
+        if self.app not in self.toppars.values():
+            self.ctx.send(self.app, Op(ops.PID, pid))
+
+    @on(ops.PID_BUMP)
+    def _on_pid_bump(self, op: Op) -> None:
+        """Epoch bump (KIP-360), once per (pid, epoch) however many toppars ask: every toppar first drains
+        its in-flight requests, then the idempotent producer bumps its epoch locally (librdkafka does the
+        same; only a transactional producer asks the broker)."""
+        payload = op.payload or {}
+        if (payload.get("producer_id"), payload.get("epoch")) != (self.producer_id, self.producer_epoch):
+            return  # already bumped (or not ours)
+        if self.drain_waiting is not None or self.producer_id < 0:
+            return
+        self.drain_waiting = set(self.toppars.values())
+        self.drain_deadline = time.monotonic() + self.socket_timeout_ms / 1000
+        log.info("epoch bump for %s/%s: draining %d partitions (%s)", self.producer_id, self.producer_epoch,
+                 len(self.drain_waiting), payload.get("reason"))
+        draining = {**ops.pid_payload(-1, -1), "drain": True}
+        for name in self.drain_waiting:
+            self.ctx.send(name, Op(ops.PID, draining))
+        self._maybe_finish_drain(time.monotonic())
+
+    @on(ops.DRAINED)
+    def _on_drained(self, op: Op) -> None:
+        if self.drain_waiting is None:
+            return
+        payload = op.payload or {}
+        name = self.toppars.get((payload.get("topic"), payload.get("partition"))) or op.sender
+        self.drain_waiting.discard(name)
+        self._maybe_finish_drain(time.monotonic())
+
+    def _maybe_finish_drain(self, now: float) -> None:
+        if self.drain_waiting is None or (self.drain_waiting and now < self.drain_deadline):
+            return
+        if self.drain_waiting:
+            log.warning("epoch bump: %d partitions did not report drained in time", len(self.drain_waiting))
+        self.drain_waiting = None
+        if self.producer_epoch >= 0x7FFE:  # epoch exhausted: a new producer id instead
+            self.producer_id, self.producer_epoch = -1, -1
+            self._maybe_init_pid(now)
+            return
+        self._set_pid(self.producer_id, self.producer_epoch + 1)
+
+    @on(ops.ERR)
+    def _on_err(self, op: Op) -> None:
+        self.ctx.send(self.app, Op(ops.ERR, op.payload))
+
+
+def _unpack_response(reply: Op) -> tuple[int, str, Any]:
+    """(error_code, reason, result) from a broker's RESPONSE reply or a runtime error reply."""
+    if reply.error is not None:
+        return ops.ERR__TIMED_OUT if reply.error.code == "TIMED_OUT" else ops.ERR__TRANSPORT, \
+            f"{reply.error.code}: {reply.error.message}", None
+    payload = reply.payload or {}
+    return int(payload.get("error_code", 0)), payload.get("reason", ""), payload.get("result")

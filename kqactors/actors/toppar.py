@@ -1,0 +1,288 @@
+"""Runs in: a toppar host (one ``TopparActor`` per ``toppar/<topic>/<partition>``). Owns the wiring of the
+pure partition core (``kqactors.producer_core.partition``) to ops: PRODUCE frames in, record batches encoded
+and compressed here (the multi-core part), XMIT to the leader's broker actor, XMIT_RESULT back, DR rows to
+the app, METADATA_REFRESH / PID_BUMP / DRAINED / ERR to main, and one timer for linger, backoff and timeouts.
+
+Ops in:  PRODUCE, FLUSH, PURGE (app); LEADER, PID, FATAL (main); XMIT_RESULT (broker/N); TOPPAR_WAKE (timer).
+Ops out: DR (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, DRAINED, ERR (main).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kqactors.actors import ops
+from kqactors.errors import ERROR_CODES
+from kqactors.producer_core.batch import Batch
+from kqactors.producer_core.packing import unpack_messages
+from kqactors.producer_core.partition import Effects, PartitionProducer
+from kqactors.producer_core.settings import ProducerSettings
+from kqactors.records.batch_v2 import RecordBatchBuilder, restamp
+from kqactors.records.compression import codec_id
+from kqactors.runtime.actor import Actor, ActorContext, on
+from kqactors.runtime.op import ErrorCode, Op
+
+log = logging.getLogger(__name__)
+
+# Op types owned by the producer's toppar side (see docs/producer-ops.md, "Changes (toppar/app)").
+FLUSH = "FLUSH"
+PURGE = "PURGE"
+FATAL = "FATAL"
+DRAINED = "DRAINED"
+TOPPAR_WAKE = "TOPPAR_WAKE"
+RESTARTED = "TOPPAR_RESTARTED"
+_REJOIN = "TOPPAR_REJOIN"
+
+_MIN_TIMER_S = 0.0005
+_JOIN_RETRY_S = 0.2
+_INFLIGHT_SLACK_S = 5.0
+
+
+class TopparActor(Actor):
+    """Producer side of one partition.
+
+    Spawn args: ``topic``, ``partition``, ``settings`` (``ProducerSettings.to_dict()``), optionally
+    ``app`` (DR destination name, default ``"app"``), ``app_qid`` (its queue id) and ``main`` (default
+    ``"main"``).
+    """
+
+    def __init__(self, ctx: ActorContext, **args: Any) -> None:
+        super().__init__(ctx, **args)
+        self.topic: str = args["topic"]
+        self.partition: int = int(args["partition"])
+        self.settings = ProducerSettings.from_dict(args.get("settings") or {})
+        self.app_name: str = args.get("app", "app")
+        self.app_qid: int = int(args.get("app_qid", 0))  # the app's events queue
+        self.main_name: str = args.get("main", "main")
+        self.core = PartitionProducer(self.topic, self.partition, self.settings)
+        self.codec = codec_id(self.settings.compression_type)
+        self.level = self.settings.compression_level
+        self.version = 1
+        self.timer_id: int | None = None
+        self.timer_at: float | None = None
+        self.drain_wanted = False
+        self.joined = False
+        self.bump_reason: str | None = None
+        self.bump_sent = False
+        self.restart_bump = False
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    def on_start(self) -> None:
+        self._join()
+
+    def _join(self) -> None:
+        """Announce this toppar to main; repeated until the first LEADER arrives (an op sent before the
+        runtime's directory reached main's host would otherwise be lost)."""
+        if self.joined:
+            return
+        self.ctx.send(self.main_name, Op(ops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
+                                                           "idempotent": self.settings.idempotence}))
+        self.ctx.timer(_JOIN_RETRY_S, Op(_REJOIN))
+
+    @on(_REJOIN)
+    def _on_rejoin(self, op: Op) -> None:
+        self._join()
+
+    def on_stop(self) -> None:
+        # Whatever is left gets a delivery report: nothing is silently lost.
+        self.core.purge(in_queue=True, in_flight=True)
+        self._after(self.core.take_effects(), send=False)
+
+    # ---- app ------------------------------------------------------------------------------------------
+    @on(ops.PRODUCE)
+    def _on_produce(self, op: Op) -> None:
+        payload = op.payload
+        try:
+            messages = unpack_messages(op.frames[0], int(payload["count"]))
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            log.error("%s: malformed PRODUCE op dropped: %r", self.ctx.name, exc)
+            first = int(payload.get("first_msgid", 0)) if isinstance(payload, dict) else 0
+            count = int(payload.get("count", 0)) if isinstance(payload, dict) else 0
+            if count:
+                self._send_dr([(first, count, ops.ERR__BAD_MSG, -1, -1)])
+            return
+        self.core.enqueue(int(payload["first_msgid"]), messages, float(payload["enq_time"]))
+        if payload.get("flush"):
+            self.core.request_flush()
+        self._pump()
+
+    @on(FLUSH)
+    def _on_flush(self, op: Op) -> None:
+        self.core.request_flush()
+        self._pump()
+
+    @on(RESTARTED)
+    def _on_restarted(self, op: Op) -> None:
+        """This actor replaces one whose host died. The broker may hold sequences of batches the old one
+        sent, so an idempotent toppar moves to a new epoch (sequences restart at 0) before sending."""
+        if self.settings.idempotence:
+            self.restart_bump = True
+            self._pump()
+
+    @on(PURGE)
+    def _on_purge(self, op: Op) -> None:
+        payload = op.payload or {}
+        self.core.purge(bool(payload.get("in_queue", True)), bool(payload.get("in_flight", True)))
+        self._pump()
+        if op.is_request:
+            self.ctx.reply(op, Op(PURGE, {"topic": self.topic, "partition": self.partition}))
+
+    # ---- main -----------------------------------------------------------------------------------------
+    @on(ops.LEADER)
+    def _on_leader(self, op: Op) -> None:
+        payload = op.payload
+        self.joined = True
+        log.debug("%s: LEADER %s", self.ctx.name, payload)
+        self.core.set_leader(int(payload.get("broker_id", -1)))
+        if "producer_id" in payload and int(payload["producer_id"]) >= 0:
+            self.core.set_pid(int(payload["producer_id"]), int(payload.get("epoch", -1)))
+        self._pump()
+
+    @on(ops.PID)
+    def _on_pid(self, op: Op) -> None:
+        payload = op.payload
+        producer_id = int(payload.get("producer_id", -1))
+        error_code = int(payload.get("error_code", 0) or 0)
+        if error_code and producer_id < 0 and payload.get("fatal"):
+            self.core.set_fatal(error_code, "could not acquire a producer id")
+        self.core.set_pid(producer_id, int(payload.get("epoch", -1)))
+        if producer_id >= 0:
+            self.bump_reason = None
+            self.bump_sent = False
+        elif payload.get("drain") and self.settings.idempotence:
+            self.drain_wanted = True
+        self._pump()
+
+    @on(FATAL)
+    def _on_fatal(self, op: Op) -> None:
+        payload = op.payload or {}
+        self.core.set_fatal(int(payload.get("code", ERROR_CODES["_FATAL"])), str(payload.get("reason", "")))
+        self._pump()
+
+    # ---- broker ---------------------------------------------------------------------------------------
+    @on(ops.XMIT_RESULT)
+    def _on_xmit_result(self, op: Op) -> None:
+        payload = op.payload
+        log.debug("%s: XMIT_RESULT %s", self.ctx.name, payload)
+        if int(payload.get("toppar_version", self.version)) != self.version:
+            return
+        self.core.on_result(int(payload["batch_id"]), int(payload.get("error_code", 0)),
+                            int(payload.get("base_offset", -1)), int(payload.get("log_append_time", -1)),
+                            request_sent=bool(payload.get("sent", True)))
+        self._pump()
+
+    # ---- timer ----------------------------------------------------------------------------------------
+    @on(TOPPAR_WAKE)
+    def _on_wake(self, op: Op) -> None:
+        self.timer_id = None
+        self.timer_at = None
+        self._pump()
+
+    # ---- the one place where work happens -----------------------------------------------------------
+    def _pump(self) -> None:
+        core = self.core
+        now = time.monotonic()
+        if self.restart_bump and core.idemp is not None and core.idemp.valid:
+            self.restart_bump = False
+            core.request_bump("toppar restarted after its host died")
+        core.expire(now)
+        while (batch := core.next_batch(now)) is not None:
+            self._transmit(batch, now)
+        self._after(core.take_effects())
+        if self.bump_reason is not None and core.in_flight_count == 0 and not self.bump_sent:
+            # Ask for the epoch bump only once this partition's requests are all answered.
+            self.bump_sent = True
+            idemp = core.idemp
+            self.ctx.send(self.main_name, Op(ops.PID_BUMP, {
+                "topic": self.topic, "partition": self.partition, "reason": self.bump_reason,
+                "producer_id": idemp.producer_id if idemp else -1, "epoch": idemp.epoch if idemp else -1}))
+        if self.drain_wanted and core.in_flight_count == 0:
+            self.drain_wanted = False
+            self.ctx.send(self.main_name, Op(DRAINED, {"topic": self.topic, "partition": self.partition}))
+        self._arm_timer(now)
+
+    def _transmit(self, batch: Batch, now: float) -> None:
+        if batch.payload is None:
+            try:
+                batch.payload = self._encode(batch)
+            except Exception:  # an encoding failure must become delivery reports, not a dead actor
+                log.exception("%s: failed to encode batch", self.ctx.name)
+                self.core.on_result(batch.batch_id, ops.ERR__BAD_MSG, request_sent=False)
+                return
+        elif batch.needs_restamp:
+            batch.payload = restamp(batch.payload, batch.producer_id, batch.epoch, batch.base_seq)
+            batch.needs_restamp = False
+        deadline_ms = None
+        if batch.deadline != float("inf"):
+            deadline_ms = int(time.time() * 1000 + (batch.deadline - now) * 1000)
+        payload = ops.xmit_payload(self.topic, self.partition, batch.batch_id, self.version, batch.count,
+                                   self.settings.acks, self.settings.request_timeout_ms, deadline_ms)
+        # Sent as a request only so that an undeliverable XMIT (broker actor unknown on this host, or
+        # restarting) comes straight back as an error; the real answer is the broker's XMIT_RESULT op.
+        batch_id = batch.batch_id
+        broker = ops.broker_name(batch.broker_id)
+        self._ensure_route(broker)
+        log.debug("%s: XMIT batch %d (%d msgs) to broker %d", self.ctx.name, batch_id, batch.count,
+                  batch.broker_id)
+        self.ctx.request(broker, Op(ops.XMIT, payload, [batch.payload]),
+                         lambda reply: self._on_xmit_undeliverable(batch_id, reply),
+                         max(self.settings.socket_timeout_ms / 1000.0, 1.0) + _INFLIGHT_SLACK_S)
+
+    def _ensure_route(self, broker: str) -> None:
+        """Broker actors are spawned by main on main's own host, and the runtime does not yet publish
+        actor-spawned names to other hosts: point this host's directory at main's host for them.
+        (Remove once the runtime offers ctx.spawn with directory updates.)"""
+        core = getattr(self.ctx, "_core", None)
+        directory = getattr(core, "directory", None)
+        if directory is None or broker in directory:
+            return
+        main_host = directory.get(self.main_name)
+        if main_host is not None:
+            directory[broker] = main_host
+
+    def _on_xmit_undeliverable(self, batch_id: int, reply: Op) -> None:
+        if reply.error is None or reply.error.code not in (ErrorCode.UNKNOWN_ACTOR, ErrorCode.DEAD_ACTOR):
+            return  # TIMED_OUT here only means "no runtime reply": the broker answers with XMIT_RESULT
+        if self.core.on_result(batch_id, ops.ERR__TRANSPORT, request_sent=False):
+            self._pump()
+
+    def _encode(self, batch: Batch) -> bytearray:
+        builder = RecordBatchBuilder(codec=self.codec, level=self.level, producer_id=batch.producer_id,
+                                     producer_epoch=batch.epoch, base_sequence=batch.base_seq)
+        builder.append_many((m.timestamp, m.key, m.value, m.headers) for m in batch.msgs)
+        return builder.build()
+
+    def _after(self, effects: Effects, send: bool = True) -> None:
+        if not effects:
+            return
+        if effects.reports:
+            self._send_dr(effects.reports)
+        if not send:
+            return
+        if effects.refresh_reason is not None:
+            self.ctx.send(self.main_name, Op(ops.METADATA_REFRESH,
+                                             {**ops.metadata_refresh_payload(self.topic, effects.refresh_reason),
+                                              "partition": self.partition}))
+        if effects.bump_reason is not None:
+            self.bump_reason = effects.bump_reason
+            self.bump_sent = False
+        if effects.fatal is not None:
+            code, reason = effects.fatal
+            self.ctx.send(self.main_name, Op(ops.ERR, ops.err_payload(code, reason, fatal=True)))
+
+    def _send_dr(self, rows: list) -> None:
+        self.ctx.send(self.app_name, Op(ops.DR, {"topic": self.topic, "partition": self.partition,
+                                                 "rows": rows}), qid=self.app_qid)
+
+    def _arm_timer(self, now: float) -> None:
+        wake = self.core.next_wakeup(now)
+        if wake is None:
+            return
+        if self.timer_at is not None and self.timer_at <= wake:
+            return
+        if self.timer_id is not None:
+            self.ctx.cancel_timer(self.timer_id)
+        self.timer_at = wake
+        self.timer_id = self.ctx.timer(max(wake - now, _MIN_TIMER_S), Op(TOPPAR_WAKE))

@@ -1,0 +1,506 @@
+"""The Producer facade: confluent-kafka's Producer API on top of the actor runtime.
+
+Runs in: the app process (the user's threads, plus one background flusher thread). Owns the public
+Producer: argument checking, partitioning, the per-partition append buffers (``producer_buffers``), the
+flusher that hands buffers to toppar actors in batches (spawning a toppar actor the first time a
+partition is used), delivery reports served by poll()/flush(), BufferError backpressure (optionally
+blocking), purge, list_topics, error_cb and close.
+
+Hot path (produce): check types, choose the partition, append to a buffer under one lock. Nothing in
+produce() talks to another process, except the one metadata lookup the first time a topic is seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kqactors.actors import ops
+from kqactors.actors.toppar import FATAL, FLUSH, PURGE, RESTARTED
+from kqactors.config import Config
+from kqactors.errors import ERROR_CODES, KafkaError, KafkaException
+from kqactors.partitioner import Partitioner
+from kqactors.producer_buffers import ProducerBuffers
+from kqactors.producer_core.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
+from kqactors.producer_core.settings import ProducerSettings
+from kqactors.producer_metadata import ClusterMetadata, cluster_from_wire
+from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
+from kqactors.runtime.runtime import Runtime
+
+__all__ = ["Producer"]
+
+_log = logging.getLogger("kqactors.producer")
+
+TOPPAR_FACTORY = "kqactors.actors.toppar:TopparActor"
+MAIN_FACTORY = "kqactors.actors.main:MainActor"
+_FLUSH_BYTES = 256 * 1024       # wake the flusher early once this much is buffered
+_FLUSH_MESSAGES = 4096
+_METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
+_METADATA_WAIT_S = 10.0         # how long produce() waits, once per new topic, for its partition count
+_CLOSE_FLUSH_S = 5.0
+
+E = ERROR_CODES
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _normalise_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
+    if headers is None:
+        return None
+    if isinstance(headers, Mapping):
+        items = headers.items()
+    elif isinstance(headers, (list, tuple)):
+        items = headers
+    else:
+        raise TypeError(f"headers must be a list of (str, bytes) tuples or a dict, not {type(headers).__name__}")
+    out = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TypeError(f"headers must be (key, value) tuples, got {item!r}")
+        name, value = item
+        if not isinstance(name, str):
+            raise TypeError(f"header key must be str, not {type(name).__name__}")
+        out.append((name, _to_bytes(value, f"header {name!r} value")))
+    return out or None
+
+
+class Producer:
+    """Asynchronous Kafka producer, a drop-in for ``confluent_kafka.Producer``.
+
+    ``config`` uses librdkafka property names (``bootstrap.servers``, ``linger.ms``, ...), plus
+    ``on_delivery``, ``error_cb``, ``logger`` and ``kqactors.hosts`` (number of toppar host processes).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        conf = Config(config, kind="producer", **kwargs)
+        if not conf.get("bootstrap.servers"):
+            raise KafkaException(KafkaError(E["_INVALID_ARG"], "bootstrap.servers must be set"))
+        callbacks = conf.callbacks()
+        self._on_delivery: Callable[..., Any] | None = callbacks.get("on_delivery")
+        self._error_cb: Callable[[KafkaError], Any] | None = callbacks.get("error_cb")
+        self._logger = callbacks.get("logger") or _log
+        self._only_errors = bool(conf["delivery.report.only.error"])
+        self._partitioner = Partitioner(conf["partitioner"], int(conf["sticky.partitioning.linger.ms"]))
+        shipped = conf.to_dict()
+        self._settings = ProducerSettings.from_config(shipped)
+        self._max_message_bytes = int(conf["message.max.bytes"])
+        self._buffers = ProducerBuffers(int(conf["queue.buffering.max.messages"]),
+                                        int(conf["queue.buffering.max.kbytes"]))
+        self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
+        linger_s = self._settings.linger_ms / 1000.0
+        self._tick_s = min(max(linger_s / 2, 0.0005), 0.005)
+        self._partition_counts: dict[str, int] = {}
+        self._metadata_failed_at: dict[str, float] = {}
+        self._metadata_errors: dict[str, int] = {}
+        self._fatal: KafkaError | None = None
+        self._closed = False
+        self._flushing = 0
+        self._wake = threading.Event()
+        self._hosts = int(conf["kqactors.hosts"])
+        self._restarts_seen: dict[str, int] = {}
+        self._rt = Runtime(hosts=self._hosts + 1)
+        try:
+            self._rt.spawn("main", MAIN_FACTORY, {"config": shipped}, host=0)
+        except BaseException:
+            self._rt.close()
+            raise
+        self._toppar_args = {"settings": self._settings.to_dict()}
+        self._flusher = threading.Thread(target=self._flush_loop, name="kqactors-producer-flusher", daemon=True)
+        self._flusher.start()
+
+    # ---- produce --------------------------------------------------------------------------------------
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                on_delivery: Callable[..., Any] | None = None, callback: Callable[..., Any] | None = None,
+                timestamp: int = 0, headers: Any = None, *, block_timeout: float | None = None) -> None:
+        """Queue one message; its delivery report is served by poll()/flush().
+
+        Raises BufferError when queue.buffering.max.messages/kbytes is reached (after waiting up to
+        ``block_timeout`` seconds while serving delivery reports, if given), KafkaException for
+        MSG_SIZE_TOO_LARGE, _UNKNOWN_PARTITION or a fatal producer state, TypeError for wrong types.
+        """
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        value = _to_bytes(value, "value")
+        key = _to_bytes(key, "key")
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        cb = on_delivery if on_delivery is not None else callback
+        if cb is not None and not callable(cb):
+            raise TypeError("on_delivery must be callable")
+        if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+            raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
+        hdrs = _normalise_headers(headers)
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
+        if self._fatal is not None:
+            raise KafkaException(KafkaError(E["_FATAL"], f"Producer is in a fatal state: {self._fatal.str()}",
+                                            fatal=True))
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if hdrs:
+            for name, hval in hdrs:
+                size += len(name) + (len(hval) if hval else 0) + HEADER_MAX_OVERHEAD
+        if size + RECORD_MAX_OVERHEAD > self._max_message_bytes:
+            raise KafkaException(KafkaError(E["MSG_SIZE_TOO_LARGE"],
+                                            f"Message size {size} exceeds message.max.bytes"))
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._lookup_partition_count(topic)
+        if count is None:
+            if partition < 0:
+                self._report_now(topic, partition, key, value, hdrs, timestamp, cb,
+                                 self._metadata_errors.get(topic, E["_UNKNOWN_TOPIC"]))
+                return
+            # An explicit partition can wait in its toppar for the leader (or time out there).
+        elif partition < 0:
+            partition = self._partitioner(topic, key, count)
+        elif partition >= count:
+            raise KafkaException(KafkaError(E["_UNKNOWN_PARTITION"],
+                                            f"Partition {partition} does not exist in topic {topic}"))
+        if timestamp == 0:
+            timestamp = int(time.time() * 1000)
+        buffers = self._buffers
+        if not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
+            if not self._wait_for_room(size, block_timeout) or \
+                    not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
+                raise BufferError("Local: Queue full")
+        if buffers.unsent >= _FLUSH_MESSAGES:
+            self._wake.set()
+
+    def _wait_for_room(self, size: int, block_timeout: float | None) -> bool:
+        if not block_timeout or block_timeout <= 0:
+            return False
+        deadline = time.monotonic() + block_timeout
+        while not self._buffers.has_room(size):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.poll(min(remaining, 0.1))
+        return True
+
+    def _report_now(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
+                    timestamp: int, cb: Callable[..., Any] | None, code: int) -> None:
+        """A message that never reaches a toppar still gets exactly one delivery report."""
+        buffers = self._buffers
+        if not buffers.append(topic, max(partition, 0), key, value, headers, timestamp or int(time.time() * 1000),
+                              cb, 0):
+            raise BufferError("Local: Queue full")
+        with buffers.lock:
+            buf = buffers.partitions[(topic, max(partition, 0))]
+            first, count, _enq, _frame = buf.packer.take()
+            buffers.unsent -= count
+        buffers.complete(topic, max(partition, 0), [(first, count, code, -1, -1)], self._on_delivery,
+                         self._only_errors)
+
+    def _lookup_partition_count(self, topic: str) -> int | None:
+        failed_at = self._metadata_failed_at.get(topic)
+        if failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S:
+            return None
+        # A topic being auto-created may need a few metadata rounds before it has partitions.
+        deadline = time.monotonic() + min(self._socket_timeout_s, _METADATA_WAIT_S)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                cluster = self._metadata([topic], min(max(remaining, 0.1), 2.0), allow_auto_create=True)
+                meta = cluster.topics.get(topic)
+                if meta is not None and meta.error is not None:
+                    self._metadata_errors[topic] = (E["_UNKNOWN_TOPIC"]
+                                                    if meta.error.code() == E["UNKNOWN_TOPIC_OR_PART"]
+                                                    else meta.error.code())
+            except KafkaException as exc:
+                self._metadata_errors[topic] = exc.args[0].code()
+            count = self._partition_counts.get(topic)
+            if count is not None:
+                return count
+            if deadline - time.monotonic() <= 0.1:
+                self._metadata_failed_at[topic] = time.monotonic()
+                return None
+            time.sleep(0.1)
+
+    # ---- delivery reports --------------------------------------------------------------------------------
+    def poll(self, timeout: float | None = None) -> int:
+        """Serve delivery reports and error callbacks; wait up to ``timeout`` seconds (None/-1: forever)
+        for at least one. Returns the number of events served."""
+        if timeout is None or timeout < 0:
+            timeout = float("inf")
+        elif not isinstance(timeout, (int, float)):
+            raise TypeError("timeout must be a number")
+        deadline = time.monotonic() + timeout
+        served = self._serve_ready()
+        if served or self._closed:
+            return served
+        events = self._rt.events
+        while True:
+            remaining = deadline - time.monotonic()
+            op = events.poll(max(0.0, min(remaining, 3600.0)))
+            handled = 0
+            while op is not None:
+                handled += self._handle_op(op)
+                op = events.poll(0)
+            served = self._serve_ready() + handled
+            if served or remaining <= 0:
+                return served
+
+    def _handle_op(self, op: Op) -> int:
+        payload = op.payload if isinstance(op.payload, dict) else {}
+        if op.type == ops.DR:
+            self._buffers.complete(payload["topic"], payload["partition"], payload["rows"], self._on_delivery,
+                                   self._only_errors)
+            return 0
+        if op.type == ops.TOPIC_PARTITIONS:
+            count = int(payload.get("partition_count", 0))
+            if count > 0:
+                self._partition_counts[payload["topic"]] = count
+            return 0
+        if op.type == CHILD_EXITED:
+            self._wake.set()  # the flusher reports what the dead host held (see _check_restarts)
+            return 0
+        if op.type == ops.ERR:
+            error = KafkaError(int(payload.get("code", E["_FAIL"])), payload.get("reason") or None,
+                               fatal=bool(payload.get("fatal")))
+            if error.fatal() and self._fatal is None:
+                self._fatal = error
+                self._broadcast(Op(FATAL, {"code": error.code(), "reason": error.str()}))
+            if self._error_cb is not None:
+                self._error_cb(error)
+            else:
+                self._logger.log(logging.ERROR, f"kqactors producer error: {error}")
+            return 1
+        return 0
+
+    def _serve_ready(self) -> int:
+        ready = self._buffers.ready
+        served = 0
+        while ready:
+            callback, error, msg = ready.popleft()
+            served += 1
+            callback(error, msg)  # an exception propagates; the remaining reports wait for the next poll
+        return served
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything now (ignoring linger.ms) and serve delivery reports until none are outstanding
+        or ``timeout`` seconds pass. Returns the number of messages still outstanding."""
+        if timeout is None or timeout < 0:
+            timeout = float("inf")
+        deadline = time.monotonic() + timeout
+        self._flushing += 1
+        try:
+            self._wake.set()
+            self._send_to_pending(Op(FLUSH, {}))
+            while len(self) > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.poll(min(remaining, 0.1))
+        finally:
+            self._flushing -= 1
+        return len(self)
+
+    def __len__(self) -> int:
+        return self._buffers.count + len(self._buffers.ready)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail queued (_PURGE_QUEUE) and/or in-flight (_PURGE_INFLIGHT) messages; reports are served by
+        the next poll()/flush()."""
+        if in_queue:
+            self._buffers.fail_unsent(E["_PURGE_QUEUE"], self._on_delivery)
+        op_payload = {"in_queue": bool(in_queue), "in_flight": bool(in_flight)}
+        targets = [buf.name for buf in self._buffers.partitions_with_pending() if buf.spawned]
+        if not targets:
+            return
+        if not blocking:
+            self._rt.send_many((name, Op(PURGE, dict(op_payload))) for name in targets)
+            return
+        replies = self._rt.new_queue()
+        for name in targets:
+            try:
+                self._rt.request_async(name, Op(PURGE, dict(op_payload)), replies, self._socket_timeout_s)
+            except ActorError:
+                continue
+            replies.poll(self._socket_timeout_s + 1.0)
+
+    # ---- metadata ------------------------------------------------------------------------------------
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """Cluster metadata (all topics, or just ``topic``); raises KafkaException on timeout or error."""
+        if topic is not None and not isinstance(topic, str):
+            raise TypeError("topic must be a str or None")
+        if timeout is None or timeout < 0:
+            timeout = self._socket_timeout_s
+        return self._metadata([topic] if topic else None, timeout, allow_auto_create=False)
+
+    def _metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
+        self._check_open()
+        request = Op(ops.METADATA, {"topics": topics, "timeout_ms": max(1, int(timeout * 1000)),
+                                    "allow_auto_create": allow_auto_create})
+        try:
+            reply = self._rt.request("main", request, timeout=max(timeout, 0.001) + 1.0)
+        except ActorError as exc:
+            raise KafkaException(KafkaError(E["_TIMED_OUT"], f"metadata request failed: {exc}")) from None
+        payload = reply.payload or {}
+        if payload.get("error_code"):
+            raise KafkaException(KafkaError(int(payload["error_code"]), payload.get("reason") or None))
+        cluster = cluster_from_wire(payload.get("metadata") or {})
+        for name, meta in cluster.topics.items():
+            if meta.error is None and meta.partitions:
+                self._partition_counts[name] = len(meta.partitions)
+        return cluster
+
+    # ---- flusher thread -------------------------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        while not self._closed:
+            self._wake.wait(self._tick_s)
+            self._wake.clear()
+            try:
+                self._hand_over()
+            except Exception:  # the flusher must survive anything; failures become delivery reports
+                self._logger.log(logging.ERROR, "kqactors producer flusher failed", exc_info=True)
+
+    def _hand_over(self) -> None:
+        self._check_restarts()
+        taken = self._buffers.take_all()
+        if not taken:
+            return
+        flush = self._flushing > 0
+        sends = []
+        for buf, first, count, first_enq, frame in taken:
+            if not buf.spawned and not self._spawn(buf):
+                self._fail_handover(buf, first, count)
+                continue
+            if buf.restart_notice:
+                sends.append((buf, Op(RESTARTED, {})))
+            payload = {"first_msgid": first, "count": count, "enq_time": first_enq, "flush": flush}
+            sends.append((buf, Op(ops.PRODUCE, payload, [frame])))
+        if not sends:
+            return
+        try:
+            self._rt.send_many((buf.name, op) for buf, op in sends)
+        except ActorError:
+            # Some destination is unreachable (its host is restarting): send one by one so only the
+            # messages for that toppar fail, and the restart notice is kept for the next attempt.
+            failed: set[str] = set()
+            for buf, op in sends:
+                if buf.name in failed:
+                    if op.type == ops.PRODUCE:
+                        self._fail_handover(buf, op.payload["first_msgid"], op.payload["count"])
+                    continue
+                try:
+                    self._rt.send(buf.name, op)
+                except ActorError as exc:
+                    self._logger.log(logging.DEBUG, f"kqactors producer could not hand over to {buf.name}: {exc}")
+                    failed.add(buf.name)
+                    if op.type == ops.PRODUCE:
+                        self._fail_handover(buf, op.payload["first_msgid"], op.payload["count"])
+                    continue
+                if op.type == RESTARTED:
+                    buf.restart_notice = False
+            return
+        for buf, op in sends:
+            if op.type == RESTARTED:
+                buf.restart_notice = False
+
+    def _check_restarts(self) -> None:
+        """A toppar host died (kill -9, crash): whatever its toppars held is gone with it. Report those
+        messages failed (_FAIL; they may or may not have reached the broker) and tell the restarted toppar
+        before its first new messages, so an idempotent one moves to a new epoch first."""
+        changed = []
+        for key in self._rt.host_keys:
+            restarts = self._rt.host_restarts(key)
+            if restarts != self._restarts_seen.get(key, 0):
+                self._restarts_seen[key] = restarts
+                changed.append(key)
+        if not changed:
+            return
+        for buf in list(self._buffers.partitions.values()):
+            if not buf.spawned or buf.host not in changed:
+                continue
+            restarts = self._restarts_seen[buf.host]
+            if restarts == buf.incarnation:
+                continue
+            buf.incarnation = restarts
+            buf.restart_notice = True
+            lost = self._buffers.fail_handed_over(buf, E["_FAIL"], self._on_delivery)
+            if lost:
+                self._logger.log(logging.WARNING, f"kqactors producer: host of {buf.name} died; {lost} messages "
+                                 "it held are reported failed")
+
+    def _fail_handover(self, buf: Any, first: int, count: int) -> None:
+        self._buffers.complete(buf.topic, buf.partition, [(first, count, E["_TRANSPORT"], -1, -1)],
+                               self._on_delivery, self._only_errors)
+
+    def _spawn(self, buf: Any) -> bool:
+        host = 1 + zlib.crc32(buf.name.encode()) % self._hosts
+        args = {"topic": buf.topic, "partition": buf.partition, **self._toppar_args}
+        try:
+            self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host)
+        except (ActorError, ValueError) as exc:
+            self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
+            return False
+        buf.spawned = True
+        buf.host = self._rt.host_keys[host]
+        buf.incarnation = self._rt.host_restarts(buf.host)
+        if self._fatal is not None:
+            self._rt.send(buf.name, Op(FATAL, {"code": self._fatal.code(), "reason": self._fatal.str()}))
+        return True
+
+    def _send_to_pending(self, op: Op) -> None:
+        targets = [buf.name for buf in self._buffers.partitions_with_pending() if buf.spawned]
+        if targets:
+            try:
+                self._rt.send_many((name, Op(op.type, dict(op.payload or {}))) for name in targets)
+            except ActorError:
+                pass
+
+    def _broadcast(self, op: Op) -> None:
+        targets = [buf.name for buf in self._buffers.partitions.values() if buf.spawned]
+        if targets:
+            try:
+                self._rt.send_many((name, Op(op.type, dict(op.payload or {}))) for name in targets)
+            except ActorError:
+                pass
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
+
+    def close(self, timeout: float = _CLOSE_FLUSH_S) -> None:
+        """Flush for up to ``timeout`` seconds, fail whatever is left (_PURGE_QUEUE / _PURGE_INFLIGHT /
+        _DESTROY), serve every remaining delivery report, then stop all processes. Never hangs."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+            if len(self) > 0:
+                self.purge(in_queue=True, in_flight=True, blocking=True)
+                end = time.monotonic() + 1.0
+                while self._buffers.count > 0 and time.monotonic() < end:
+                    self.poll(0.05)
+        finally:
+            self._closed = True
+            self._wake.set()
+            self._flusher.join(timeout=2.0)
+            self._buffers.fail_everything(E["_DESTROY"], self._on_delivery)
+            try:
+                self._serve_ready()
+            finally:
+                self._rt.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

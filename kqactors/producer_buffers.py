@@ -1,0 +1,183 @@
+"""App-side bookkeeping of the producer facade: per-partition append buffers and pending messages.
+
+Runs in: the app process (produce() appends under a lock; the flusher thread takes buffers; poll() turns
+DR rows into delivery reports). Owns msgid assignment per partition, the pending table msgid → message
+(what a delivery report needs: key, value, headers, timestamp, callback, produce time), the
+queue.buffering.max.messages / kbytes accounting, and building ``Message`` objects for delivery reports.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from kqactors.errors import KafkaError
+from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
+from kqactors.producer_core.packing import MessagePacker
+
+__all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID"]
+
+OFFSET_INVALID = -1001
+
+DeliveryReport = tuple[Callable[..., Any] | None, KafkaError | None, Message]
+"""(callback or None, error or None, message) ready to be served by poll()."""
+
+# Pending entry layout (a tuple: cheap to build on the hot path).
+_KEY, _VALUE, _HEADERS, _TS, _CB, _ENQ, _SIZE = range(7)
+
+
+class PartitionBuffer:
+    """Messages of one partition not yet handed to its toppar actor, plus those awaiting a report."""
+
+    __slots__ = ("topic", "partition", "name", "packer", "next_msgid", "pending", "spawned", "host",
+                 "incarnation", "handed_upto", "restart_notice")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.name = f"toppar/{topic}/{partition}"
+        self.packer = MessagePacker()
+        self.next_msgid = 1
+        self.pending: dict[int, tuple] = {}
+        self.spawned = False
+        self.host: str | None = None   # runtime host key of its toppar actor
+        self.incarnation = 0           # that host's restart count when the toppar was last known alive
+        self.handed_upto = 0           # highest msgid handed over to the toppar
+        self.restart_notice = False    # the toppar was restarted and must hear so before new messages
+
+
+class ProducerBuffers:
+    """All partition buffers of one producer, with global message/byte limits."""
+
+    def __init__(self, max_messages: int, max_kbytes: int) -> None:
+        self.lock = threading.Lock()
+        self.partitions: dict[tuple[str, int], PartitionBuffer] = {}
+        self.max_messages = max_messages  # 0 = no limit
+        self.max_bytes = max_kbytes * 1024
+        self.count = 0       # produced and not yet reported (reports waiting in ``ready`` excluded)
+        self.nbytes = 0
+        self.ready: deque[DeliveryReport] = deque()
+        self.unsent = 0      # messages sitting in packers (not yet handed to toppars)
+
+    # ---- produce side (caller holds no lock) -------------------------------------------------------
+    def has_room(self, size: int) -> bool:
+        if self.max_messages and self.count + len(self.ready) >= self.max_messages:
+            return False
+        return self.nbytes + size <= self.max_bytes or self.count == 0
+
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+               headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int) -> bool:
+        """Append one message; returns False (nothing appended) when the queue limits are reached."""
+        now = time.monotonic()
+        with self.lock:
+            if (self.max_messages and self.count + len(self.ready) >= self.max_messages) or \
+                    (self.nbytes + size > self.max_bytes and self.count > 0):
+                return False
+            buf = self.partitions.get((topic, partition))
+            if buf is None:
+                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
+            msgid = buf.next_msgid
+            buf.next_msgid = msgid + 1
+            buf.packer.append(msgid, timestamp, key, value, headers, now)
+            buf.pending[msgid] = (key, value, headers, timestamp, callback, now, size)
+            self.count += 1
+            self.nbytes += size
+            self.unsent += 1
+        return True
+
+    def take_all(self) -> list[tuple[PartitionBuffer, int, int, float, bytes]]:
+        """Take every non-empty packer: (buffer, first_msgid, count, first_enq_time, frame)."""
+        out = []
+        with self.lock:
+            if not self.unsent:
+                return out
+            for buf in self.partitions.values():
+                if buf.packer.count:
+                    first, count, first_enq, frame = buf.packer.take()
+                    buf.handed_upto = first + count - 1
+                    out.append((buf, first, count, first_enq, frame))
+            self.unsent = 0
+        return out
+
+    # ---- report side -----------------------------------------------------------------------------------
+    def complete(self, topic: str, partition: int, rows: list, default_cb: Callable[..., Any] | None,
+                 only_errors: bool) -> int:
+        """Turn DR rows from a toppar into ready delivery reports; returns how many messages they cover."""
+        buf = self.partitions.get((topic, partition))
+        if buf is None:
+            return 0
+        now = time.monotonic()
+        done = 0
+        freed = 0
+        ready = self.ready
+        with self.lock:
+            pending = buf.pending
+            for first, count, err, base_offset, log_append_time in rows:
+                error = KafkaError(err) if err else None
+                for index in range(count):
+                    entry = pending.pop(first + index, None)
+                    if entry is None:
+                        continue  # already reported (e.g. purged locally): exactly one report each
+                    done += 1
+                    freed += entry[_SIZE]
+                    callback = entry[_CB] or default_cb
+                    if callback is None or (only_errors and error is None):
+                        continue
+                    offset = base_offset + index if base_offset >= 0 and error is None else OFFSET_INVALID
+                    if log_append_time >= 0:
+                        ts = (TIMESTAMP_LOG_APPEND_TIME, log_append_time)
+                    else:
+                        ts = (TIMESTAMP_CREATE_TIME, entry[_TS])
+                    msg = Message(topic, partition, offset, entry[_KEY], entry[_VALUE], entry[_HEADERS], error,
+                                  ts, now - entry[_ENQ])
+                    ready.append((callback, error, msg))
+            self.count -= done
+            self.nbytes -= freed
+        return done
+
+    def fail_unsent(self, error_code: int, default_cb: Callable[..., Any] | None) -> int:
+        """Report every message still in a packer (never handed to a toppar) with ``error_code``."""
+        taken = self.take_all()
+        total = 0
+        for buf, first, count, _enq, _frame in taken:
+            total += self.complete(buf.topic, buf.partition, [(first, count, error_code, -1, -1)], default_cb,
+                                   False)
+        return total
+
+    def fail_handed_over(self, buf: PartitionBuffer, error_code: int,
+                         default_cb: Callable[..., Any] | None) -> int:
+        """Report the messages already handed to ``buf``'s toppar and not yet reported (its host died, so
+        nobody else will); runs of consecutive msgids become one row each."""
+        with self.lock:
+            msgids = sorted(m for m in buf.pending if m <= buf.handed_upto)
+        if not msgids:
+            return 0
+        rows = []
+        start = prev = msgids[0]
+        for msgid in msgids[1:]:
+            if msgid != prev + 1:
+                rows.append((start, prev - start + 1, error_code, -1, -1))
+                start = msgid
+            prev = msgid
+        rows.append((start, prev - start + 1, error_code, -1, -1))
+        return self.complete(buf.topic, buf.partition, rows, default_cb, False)
+
+    def fail_everything(self, error_code: int, default_cb: Callable[..., Any] | None) -> int:
+        """Report every pending message of every partition (used when closing or after a failure)."""
+        total = 0
+        for buf in list(self.partitions.values()):
+            with self.lock:
+                msgids = sorted(buf.pending)
+                buf.packer.take()
+            rows = [(msgid, 1, error_code, -1, -1) for msgid in msgids]
+            total += self.complete(buf.topic, buf.partition, rows, default_cb, False)
+        with self.lock:
+            self.unsent = 0
+        return total
+
+    def partitions_with_pending(self) -> list[PartitionBuffer]:
+        with self.lock:
+            return [buf for buf in self.partitions.values() if buf.pending]

@@ -1,0 +1,129 @@
+"""Runs in: a host process, started by the supervisor as ``python -m kqactors.runtime.host_process``.
+Owns the host's poll loop: the zmq inbox plus actor-owned file descriptors, timers, and the watch on the
+app process (PR_SET_PDEATHSIG plus a parent-pid poll) so a host never outlives its app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import logging
+import os
+import signal
+import sys
+import time
+
+import zmq
+
+from .host import READY, SUPERVISOR_KEY, HostCore
+from .op import SUPERVISOR, Op
+from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint, remove_run_dir
+
+log = logging.getLogger(__name__)
+
+PARENT_CHECK_INTERVAL = 0.25  # seconds between parent-pid polls (the PDEATHSIG fallback)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGTERM us when the thread that started us dies; then close the start-up race."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+class _ParentGone(BaseException):
+    """Raised from the SIGTERM handler to unwind the loop, whatever it is doing."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _ParentGone()
+
+
+def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
+    context = zmq.Context()
+    inbox = ZmqInbox(context, run_dir, key)
+    outbox = ZmqOutbox(context, run_dir)
+    core = HostCore(key, outbox.send)
+    inbox_socket = inbox.socket
+    pollin, pollout = int(zmq.POLLIN), int(zmq.POLLOUT)
+    poll_items: list[tuple] = [(inbox_socket, pollin)]
+
+    def watch_fd(fd: int, readable: bool, writable: bool) -> None:
+        poll_items[:] = [item for item in poll_items if item[0] != fd]
+        flags = (pollin if readable else 0) | (pollout if writable else 0)
+        if flags:
+            poll_items.append((fd, flags))
+
+    core.fd_watcher = watch_fd
+    outbox.send(SUPERVISOR_KEY, [Op(READY, {"host": key, "pid": os.getpid()}, target=SUPERVISOR)])
+    clock = time.monotonic
+    next_parent_check = clock() + PARENT_CHECK_INTERVAL
+    orphaned = False
+    try:
+        while not core.terminated:
+            now = clock()
+            if core.has_work():
+                timeout_ms = 0
+            else:
+                wake = next_parent_check
+                due = core.next_deadline()
+                if due is not None and due < wake:
+                    wake = due
+                timeout_ms = max(0, int((wake - now) * 1000 + 0.999))
+            for item, events in zmq.zmq_poll(poll_items, timeout_ms):
+                if item is inbox_socket:
+                    try:
+                        batches = inbox.recv_batches()
+                    except Exception:  # noqa: BLE001 - a malformed message is dropped, never fatal
+                        log.exception("host %s: undecodable message dropped", key)
+                        continue
+                    for batch in batches:
+                        core.deliver(batch)
+                else:
+                    core.fd_event(item, bool(events & pollin), bool(events & pollout))
+            core.run()
+            if clock() >= next_parent_check:
+                next_parent_check = clock() + PARENT_CHECK_INTERVAL
+                if os.getppid() != parent_pid:
+                    orphaned = True
+                    break
+    except _ParentGone:
+        orphaned = True
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if orphaned:
+            # The app is gone and cannot tidy up: whoever gets here first removes the run dir.
+            remove_run_dir(run_dir)
+        else:
+            try:
+                os.unlink(endpoint(run_dir, key)[len("ipc://"):])
+            except OSError:
+                pass
+        outbox.close()
+        inbox.close()
+        context.term()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kqactors actor host (started by the runtime supervisor)")
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format=f"%(asctime)s host {args.key} %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the app, which closes us in order
+    _die_with_parent(args.parent_pid)
+    return serve_forever(args.key, args.run_dir, args.parent_pid)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Runs in: app and host processes. Owns the ZeroMQ transport: the private run directory, ipc endpoints,
+the PULL inbox each process binds and the PUSH outboxes it keeps per destination.
+
+One zmq multipart message carries one batch of ops (see op.py's codec): the msgpack header, a blob of the
+small bytes frames, then each large frame sent zero-copy. The header tells the receiver how many frames
+follow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+
+import zmq
+
+from .op import ZERO_COPY_MIN, Op, decode_batch, decode_header, encode_batch
+
+MAX_IPC_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
+DRAIN_LIMIT = 256  # messages taken from the inbox per loop turn
+_POLLIN = int(zmq.POLLIN)  # plain ints: IntFlag arithmetic runs in Python and costs microseconds
+_EVENTS = int(zmq.EVENTS)
+_NOBLOCK = int(zmq.NOBLOCK)
+
+
+def send_frames(sock: zmq.Socket, frames: Sequence) -> None:
+    """Send one multipart message; large frames go zero-copy, small ones are copied (below ZERO_COPY_MIN
+    copying is cheaper than pyzmq's zero-copy machinery: a Frame object released by a background thread)."""
+    if len(frames) == 1:
+        sock.send(frames[0])
+        return
+    last = len(frames) - 1
+    send = sock.send
+    for i, frame in enumerate(frames):
+        size = frame.nbytes if isinstance(frame, memoryview) else len(frame)
+        send(frame, zmq.SNDMORE if i < last else 0, copy=size < ZERO_COPY_MIN)
+
+
+def recv_batch(sock: zmq.Socket) -> list[Op]:
+    """Receive and decode one batch without blocking (raises zmq.Again). The header says how many frames
+    follow, so no RCVMORE round trips; the blob and large frames are received zero-copy."""
+    head = sock.recv(_NOBLOCK)
+    header = decode_header(head)
+    extra = (1 if header[1] else 0) + header[2]
+    if not extra:
+        return decode_batch((head,), header)
+    frames = [head]
+    for _ in range(extra):
+        frames.append(sock.recv(copy=False))
+    return decode_batch(frames, header)
+
+
+def make_run_dir(prefix: str = "kqactors-") -> str:
+    """A private directory (mode 0700) for this runtime's ipc sockets."""
+    base = tempfile.gettempdir()
+    if len(base) > MAX_IPC_PATH - 40:
+        base = "/tmp"
+    path = tempfile.mkdtemp(prefix=prefix, dir=base)
+    os.chmod(path, 0o700)
+    return path
+
+
+def remove_run_dir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def endpoint(run_dir: str, key: str) -> str:
+    address = f"ipc://{run_dir}/{key.replace('/', '_')}.sock"
+    if len(address) - len("ipc://") > MAX_IPC_PATH:
+        raise ValueError(f"ipc path too long for a unix socket: {address}")
+    return address
+
+
+class ZmqInbox:
+    """The PULL socket a process binds; everyone who talks to it connects a PUSH."""
+
+    def __init__(self, context: zmq.Context, run_dir: str, key: str) -> None:
+        self.key = key
+        self.socket = context.socket(zmq.PULL)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.RCVHWM, 0)
+        self.socket.bind(endpoint(run_dir, key))
+
+    def poll(self, timeout_ms: int) -> bool:
+        return bool(zmq.zmq_poll([(self.socket, _POLLIN)], timeout_ms))
+
+    def recv_batches(self, limit: int = DRAIN_LIMIT) -> list[list[Op]]:
+        """Take up to ``limit`` waiting messages without blocking (call after a poll said readable)."""
+        sock = self.socket
+        try:
+            batches = [recv_batch(sock)]
+        except zmq.Again:
+            return []
+        for _ in range(limit - 1):
+            if not sock.getsockopt(_EVENTS) & _POLLIN:
+                break
+            try:
+                batches.append(recv_batch(sock))
+            except zmq.Again:
+                break
+        return batches
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+
+class ZmqOutbox:
+    """PUSH sockets, one per destination endpoint, connected lazily. Never blocks (no high-water mark):
+    backpressure is the Kafka layer's job, with explicit credits."""
+
+    def __init__(self, context: zmq.Context, run_dir: str) -> None:
+        self._context = context
+        self._run_dir = run_dir
+        self._sockets: dict[str, zmq.Socket] = {}
+
+    def _socket(self, key: str) -> zmq.Socket:
+        sock = self._sockets.get(key)
+        if sock is None:
+            sock = self._context.socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, 0)
+            sock.connect(endpoint(self._run_dir, key))
+            self._sockets[key] = sock
+        return sock
+
+    def send(self, key: str, ops: Sequence[Op]) -> None:
+        send_frames(self._socket(key), encode_batch(ops))
+
+    def reset(self, key: str) -> None:
+        """Drop the socket to ``key`` (its process died): ops queued for the dead peer are discarded."""
+        sock = self._sockets.pop(key, None)
+        if sock is not None:
+            sock.close(linger=0)
+
+    def close(self) -> None:
+        for sock in self._sockets.values():
+            sock.close(linger=0)
+        self._sockets.clear()

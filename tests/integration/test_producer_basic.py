@@ -1,0 +1,136 @@
+"""Producer end to end against real brokers: the librdkafka mock cluster (3 brokers) and Tansu."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kqactors.errors import KafkaError, KafkaException
+from kqactors.producer import Producer
+
+pytestmark = pytest.mark.integration
+
+
+def _collect():
+    reports = []
+    lock = threading.Lock()
+
+    def on_delivery(err, msg):
+        with lock:
+            reports.append((err, msg))
+
+    return reports, on_delivery
+
+
+@pytest.fixture(params=["mock", "tansu"])
+def bootstrap(request):
+    if request.param == "mock":
+        return request.getfixturevalue("mock_cluster").bootstrap
+    return request.getfixturevalue("tansu").bootstrap
+
+
+def test_every_message_gets_one_successful_report_with_increasing_offsets(bootstrap, unique_topic):
+    reports, on_delivery = _collect()
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "kqactors.hosts": 2,
+                   "on_delivery": on_delivery}) as producer:
+        for i in range(300):
+            producer.produce(unique_topic, value=b"v%d" % i, key=b"k%d" % (i % 7),
+                             headers=[("h", b"x"), ("n", None)])
+        assert producer.flush(30) == 0
+        assert len(producer) == 0
+    assert len(reports) == 300
+    assert all(err is None for err, _ in reports)
+    by_partition: dict[int, list[int]] = {}
+    for _err, msg in reports:
+        assert msg.topic() == unique_topic
+        assert msg.latency() is not None and msg.latency() >= 0
+        by_partition.setdefault(msg.partition(), []).append(msg.offset())
+    for offsets in by_partition.values():
+        assert offsets == sorted(offsets)
+        assert len(set(offsets)) == len(offsets)
+    # The same key always lands on the same partition.
+    key_partitions: dict[bytes, set[int]] = {}
+    for _err, msg in reports:
+        key_partitions.setdefault(msg.key(), set()).add(msg.partition())
+    assert all(len(parts) == 1 for parts in key_partitions.values())
+
+
+def test_idempotent_producer_delivers_in_order(mock_cluster, unique_topic):
+    reports, on_delivery = _collect()
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "enable.idempotence": True,
+                   "linger.ms": 1, "batch.num.messages": 10, "kqactors.hosts": 1,
+                   "on_delivery": on_delivery}) as producer:
+        for i in range(100):
+            producer.produce(unique_topic, value=b"%d" % i, partition=0)
+        assert producer.flush(30) == 0
+    assert [err for err, _ in reports] == [None] * 100
+    offsets = [msg.offset() for _, msg in reports]
+    values = [int(msg.value()) for _, msg in reports]
+    assert values == sorted(values)
+    assert offsets == sorted(offsets) and offsets[-1] - offsets[0] == 99
+
+
+def test_poll_serves_reports_and_config_level_callback(mock_cluster, unique_topic):
+    reports, on_delivery = _collect()
+    per_message = []
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "on_delivery": on_delivery,
+                   "kqactors.hosts": 1}) as producer:
+        producer.produce(unique_topic, b"a")
+        producer.produce(unique_topic, b"b", on_delivery=lambda err, msg: per_message.append(msg.value()))
+        served = 0
+        for _ in range(100):
+            served += producer.poll(0.1)
+            if served >= 2:
+                break
+        assert served == 2
+    assert [msg.value() for _, msg in reports] == [b"a"]
+    assert per_message == [b"b"]
+
+
+def test_message_too_large_and_bad_arguments_raise(mock_cluster, unique_topic):
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "message.max.bytes": 1000,
+                   "kqactors.hosts": 1}) as producer:
+        with pytest.raises(KafkaException) as info:
+            producer.produce(unique_topic, b"x" * 2000)
+        assert info.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        with pytest.raises(TypeError):
+            producer.produce(unique_topic, value=123)
+        with pytest.raises(TypeError):
+            producer.produce(unique_topic, b"x", partition="0")
+        with pytest.raises(TypeError):
+            producer.produce(unique_topic, b"x", headers=42)
+        with pytest.raises(KafkaException) as info:
+            producer.produce(unique_topic, b"x", partition=9999)
+        assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+
+
+def test_queue_full_raises_buffer_error_and_blocking_form_waits(mock_cluster, unique_topic):
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "queue.buffering.max.messages": 5,
+                   "kqactors.hosts": 1}) as producer:
+        for _ in range(5):
+            producer.produce(unique_topic, b"x")
+        with pytest.raises(BufferError):
+            producer.produce(unique_topic, b"x")
+        producer.produce(unique_topic, b"y", block_timeout=30)  # waits for reports to free room
+        assert producer.flush(30) == 0
+
+
+def test_close_without_flush_reports_every_message(unique_topic):
+    reports, on_delivery = _collect()
+    # Nothing listens on this port: messages can never be delivered.
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "on_delivery": on_delivery,
+                         "kqactors.hosts": 1, "socket.timeout.ms": 1000})
+    for i in range(20):
+        producer.produce(unique_topic, b"%d" % i, partition=0)
+    producer.close(timeout=0.5)
+    assert len(reports) == 20
+    assert all(err is not None for err, _ in reports)
+
+
+def test_list_topics_reports_partitions(mock_cluster):
+    mock_cluster.create_topic("lt-topic", partition_cnt=3)
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 1}) as producer:
+        metadata = producer.list_topics("lt-topic", timeout=10)
+        assert sorted(metadata.topics["lt-topic"].partitions) == [0, 1, 2]
+        assert len(metadata.brokers) == 3

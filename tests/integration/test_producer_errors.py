@@ -1,0 +1,156 @@
+"""Producer error paths against the librdkafka mock cluster: bad arguments and configuration, errors the
+broker returns that must not be retried, unknown topics, and a close() that leaves nothing behind.
+
+Runs in: the pytest process (producer hosts and the mock cluster are child processes). Every produced
+message must end in exactly one delivery report and nothing may hang.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+from kqactors.errors import KafkaError, KafkaException
+from kqactors.producer import Producer
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+PRODUCE = 0  # Produce api key
+FAST = {"kqactors.hosts": 1, "linger.ms": 2, "retry.backoff.ms": 20, "message.timeout.ms": 20_000}
+
+
+class Reports:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items: list[tuple[KafkaError | None, bytes]] = []
+
+    def __call__(self, err: KafkaError | None, msg) -> None:
+        with self.lock:
+            self.items.append((err, msg.value()))
+
+    def codes(self) -> list[int]:
+        return [err.code() if err else 0 for err, _ in self.items]
+
+
+BAD_PRODUCE_ARGS = [
+    pytest.param({"value": 123}, id="int-value"),
+    pytest.param({"value": b"x", "key": 1.5}, id="float-key"),
+    pytest.param({"value": b"x", "partition": "0"}, id="str-partition"),
+    pytest.param({"value": b"x", "headers": 42}, id="int-headers"),
+    pytest.param({"value": b"x", "headers": [("k", 5)]}, id="int-header-value"),
+    pytest.param({"value": b"x", "timestamp": "now"}, id="str-timestamp"),
+]
+
+
+@pytest.mark.parametrize("kwargs", BAD_PRODUCE_ARGS)
+def test_wrong_argument_types_raise_type_error_like_confluent_kafka(mock_cluster, unique_topic, kwargs):
+    import confluent_kafka
+
+    peer = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    with pytest.raises(TypeError):
+        peer.produce(unique_topic, **kwargs)
+    peer.flush(1)
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, **FAST}) as producer:
+        with pytest.raises(TypeError):
+            producer.produce(unique_topic, **kwargs)
+        with pytest.raises(TypeError):
+            producer.produce(None, b"x")
+        assert len(producer) == 0
+
+
+@pytest.mark.parametrize("conf, name", [
+    ({"no.such.property": 1}, "no.such.property"),
+    ({"linger.ms": "soon"}, "linger.ms"),
+    ({"acks": "several"}, "acks"),
+    ({"compression.type": "rar"}, "compression.type"),
+    ({"batch.num.messages": -5}, "batch.num.messages"),
+])
+def test_unknown_or_invalid_config_raises_kafka_exception_naming_the_property(conf, name):
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as info:
+        Producer({"bootstrap.servers": "127.0.0.1:1", **conf})
+    assert name in str(info.value)
+    assert info.value.args[0].code() == KafkaError._INVALID_ARG
+    assert time.monotonic() - started < 5
+
+
+def test_oversized_message_gets_msg_size_too_large(mock_cluster, unique_topic):
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "message.max.bytes": 10_000, **FAST}) as producer:
+        with pytest.raises(KafkaException) as info:
+            producer.produce(unique_topic, b"x" * 20_000)
+        assert info.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        assert len(producer) == 0
+
+
+@pytest.mark.parametrize("error", ["MSG_SIZE_TOO_LARGE", "TOPIC_AUTHORIZATION_FAILED"])
+def test_non_retriable_broker_error_is_reported_and_nothing_is_stuck(mock_cluster_factory, unique_topic, error):
+    cluster = mock_cluster_factory(num_brokers=1)
+    cluster.create_topic(unique_topic, partition_cnt=1)
+    reports = Reports()
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, **FAST}) as producer:
+        producer.produce(unique_topic, b"warm-up")
+        assert producer.flush(15) == 0
+        cluster.push_request_errors(PRODUCE, [error])
+        cluster.start_request_tracking()
+        producer.produce(unique_topic, b"rejected")
+        assert producer.flush(15) == 0
+        produce_requests = [r for r in cluster.get_requests() if r.api_key == PRODUCE]
+        assert len(produce_requests) == 1, "a non-retriable error must not be retried"
+        producer.produce(unique_topic, b"after")
+        assert producer.flush(15) == 0
+    code = KafkaError.MSG_SIZE_TOO_LARGE if error == "MSG_SIZE_TOO_LARGE" else KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert [(c, v) for c, (_, v) in zip(reports.codes(), reports.items, strict=True)] == \
+        [(0, b"warm-up"), (code, b"rejected"), (0, b"after")]
+
+
+def test_unknown_topic_is_reported_without_hanging(mock_cluster_factory, unique_topic):
+    cluster = mock_cluster_factory(num_brokers=1)
+    cluster.topic_set_error(unique_topic, "UNKNOWN_TOPIC_OR_PART")
+    reports = Reports()
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, "socket.timeout.ms": 2000,
+                   **FAST}) as producer:
+        started = time.monotonic()
+        for i in range(5):
+            producer.produce(unique_topic, b"%d" % i)
+        assert producer.flush(15) == 0
+        assert time.monotonic() - started < 15
+    assert len(reports.items) == 5
+    assert set(reports.codes()) <= {KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}
+
+
+def _own_children() -> set[int]:
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def _connections() -> int:
+    return len(psutil.Process().net_connections(kind="all"))
+
+
+def test_close_leaves_no_process_socket_or_ipc_file(mock_cluster, unique_topic):
+    before_children = _own_children()
+    before_connections = _connections()
+    reports = Reports()
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "on_delivery": reports, **FAST,
+                         "kqactors.hosts": 2})
+    run_dir = producer._rt.run_dir
+    for i in range(1000):
+        producer.produce(unique_topic, b"%d" % i)
+    hosts = _own_children() - before_children
+    assert run_dir is None or os.path.isdir(run_dir)
+    assert len(hosts) >= 3, "main host plus two toppar hosts"
+    producer.close()
+    assert len(reports.items) == 1000, "every message gets exactly one report"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (_own_children() - before_children):
+        time.sleep(0.05)
+    assert not (_own_children() - before_children), "host processes left after close()"
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in hosts)
+    assert _connections() <= before_connections, "sockets left open after close()"
+    assert run_dir is None or not os.path.exists(run_dir), f"ipc directory {run_dir} left after close()"
+    producer.close()  # a second close is a no-op
+    with pytest.raises(RuntimeError):
+        producer.produce(unique_topic, b"late")

@@ -1,0 +1,294 @@
+"""Unit tests for the socket-free broker connection state machine (kqactors.actors.connection)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kqactors.actors.connection import (
+    API_VERSIONS_KEY,
+    Connection,
+    ConnState,
+    ReconnectBackoff,
+    Request,
+    decode_api_versions_response,
+    decode_uvarint,
+    encode_uvarint,
+)
+from kqactors.actors.ops import ERR__TIMED_OUT, ERR__TRANSPORT, ERR_UNSUPPORTED_VERSION
+
+PRODUCE, METADATA = 0, 3
+
+
+def parse_requests(data: bytes) -> list[dict]:
+    """Decode size-prefixed request frames the way a broker would (header v1/v2 fields we need)."""
+    out, pos = [], 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        frame = data[pos + 4:pos + 4 + size]
+        assert len(frame) == size, "incomplete frame"
+        api_key, version, corr_id, cid_len = struct.unpack_from(">hhih", frame, 0)
+        client_id = frame[10:10 + cid_len].decode() if cid_len >= 0 else None
+        out.append({"api_key": api_key, "version": version, "corr_id": corr_id, "client_id": client_id,
+                    "rest": frame[10 + max(cid_len, 0):]})
+        pos += 4 + size
+    return out
+
+
+def response_frame(corr_id: int, body: bytes, flexible_header: bool = False) -> bytes:
+    payload = struct.pack(">i", corr_id) + (b"\x00" if flexible_header else b"") + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def api_versions_body_v0(ranges: dict[int, tuple[int, int]]) -> bytes:
+    body = struct.pack(">hi", 0, len(ranges))
+    for key, (low, high) in ranges.items():
+        body += struct.pack(">hhh", key, low, high)
+    return body
+
+
+def api_versions_body_v3(ranges: dict[int, tuple[int, int]]) -> bytes:
+    body = struct.pack(">h", 0) + encode_uvarint(len(ranges) + 1)
+    for key, (low, high) in ranges.items():
+        body += struct.pack(">hhh", key, low, high) + b"\x00"
+    return body + struct.pack(">i", 0) + b"\x00"
+
+
+BROKER_APIS = {PRODUCE: (3, 9), METADATA: (0, 12), API_VERSIONS_KEY: (0, 3)}
+
+
+def drain(conn: Connection, now: float = 0.0) -> bytes:
+    data = b"".join(bytes(b) for b in conn.output_buffers(limit=10_000))
+    conn.on_written(len(data), now)
+    return data
+
+
+def up_connection(max_in_flight: int = 5) -> Connection:
+    conn = Connection(client_id="tester", max_in_flight=max_in_flight)
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    (req,) = parse_requests(drain(conn))
+    conn.feed(response_frame(req["corr_id"], api_versions_body_v3(BROKER_APIS)), 0.0)
+    assert conn.state == ConnState.UP
+    return conn
+
+
+def test_handshake_sends_api_versions_v3_first_and_goes_up():
+    conn = Connection(client_id="tester")
+    assert conn.state == ConnState.INIT
+    conn.start_connect(0.0)
+    assert conn.state == ConnState.CONNECT
+    conn.enqueue(Request(METADATA, 4, [b"body"]), 0.0)
+    conn.on_connected(0.1)
+    assert conn.state == ConnState.APIVERSION_QUERY
+    (req,) = parse_requests(drain(conn))
+    assert (req["api_key"], req["version"], req["client_id"]) == (API_VERSIONS_KEY, 3, "tester")
+    # header v2: empty tagged fields, then compact strings "kqactors" and its version
+    assert req["rest"][0] == 0 and req["rest"][1] == len("kqactors") + 1
+    done = conn.feed(response_frame(req["corr_id"], api_versions_body_v3(BROKER_APIS)), 0.2)
+    assert done == []
+    assert conn.state == ConnState.UP
+    assert conn.pick_version(PRODUCE, 0, 11) == 9
+    assert conn.pick_version(METADATA, 0, 4) == 4
+    assert conn.pick_version(99, 0, 4) is None
+    # the queued Metadata request went out only now
+    (meta,) = parse_requests(drain(conn))
+    assert meta["api_key"] == METADATA and meta["rest"] == b"body"
+
+
+def test_unsupported_version_answer_retries_at_v0_like_the_mock_cluster():
+    conn = Connection()
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    (first,) = parse_requests(drain(conn))
+    # non-standard body: error code, then the api count as one raw byte
+    weird = struct.pack(">h", ERR_UNSUPPORTED_VERSION) + bytes([1]) + struct.pack(">hhh", 18, 0, 2)
+    conn.feed(response_frame(first["corr_id"], weird), 0.0)
+    assert conn.state == ConnState.APIVERSION_QUERY
+    (second,) = parse_requests(drain(conn))
+    assert second["api_key"] == API_VERSIONS_KEY and second["version"] == 0
+    assert second["rest"] == b""  # header v1, empty body
+    conn.feed(response_frame(second["corr_id"], api_versions_body_v0(BROKER_APIS)), 0.0)
+    assert conn.state == ConnState.UP
+    assert conn.api_versions[PRODUCE].max_version == 9
+
+
+def test_api_versions_error_is_a_connection_error():
+    conn = Connection()
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    (req,) = parse_requests(drain(conn))
+    with pytest.raises(ConnectionError):
+        conn.feed(response_frame(req["corr_id"], struct.pack(">h", 33)), 0.0)
+
+
+def test_in_flight_window_and_responses_split_across_reads():
+    conn = up_connection(max_in_flight=2)
+    for i in range(5):
+        conn.enqueue(Request(PRODUCE, 9, [b"a" * i, memoryview(b"batch")], flexible=True, context=i), 1.0)
+    sent = parse_requests(drain(conn))
+    assert [r["corr_id"] for r in sent] == [2, 3]  # ApiVersions used 1
+    assert len(conn.waiting) == 3
+    # responses for both, fed one byte at a time, complete in order and free the window
+    stream = response_frame(2, b"r0", True) + response_frame(3, b"r1", True)
+    done = []
+    for i in range(len(stream)):
+        done += conn.feed(stream[i:i + 1], 1.1)
+    assert [(c.request.context, c.error_code, c.response) for c in done] == [(0, 0, b"r0"), (1, 0, b"r1")]
+    more = parse_requests(drain(conn))
+    assert [r["corr_id"] for r in more] == [4, 5]
+    assert more[0]["rest"] == b"\x00" + b"aa" + b"batch"  # tagged fields, then the spliced body parts
+
+
+def test_partial_writes_keep_byte_order():
+    conn = up_connection()
+    conn.enqueue(Request(METADATA, 1, [b"x" * 100], context="a"), 0.0)
+    conn.enqueue(Request(METADATA, 1, [b"y" * 50], context="b"), 0.0)
+    written = bytearray()
+    while conn.has_output():
+        chunk = b"".join(bytes(b) for b in conn.output_buffers())[:7]
+        written += chunk
+        conn.on_written(len(chunk), 0.0)
+    reqs = parse_requests(bytes(written))
+    assert [r["rest"] for r in reqs] == [b"x" * 100, b"y" * 50]
+
+
+def test_no_response_requests_complete_when_written():
+    conn = up_connection()
+    conn.enqueue(Request(PRODUCE, 9, [b"acks0"], flexible=True, expect_response=False, context="z"), 0.0)
+    buffers = conn.output_buffers()
+    total = sum(len(b) for b in buffers)
+    assert conn.on_written(total - 1, 0.0) == []
+    (done,) = conn.on_written(1, 0.0)
+    assert done.request.context == "z" and done.error_code == 0 and done.response is None
+    assert not conn.in_flight
+
+
+def test_unknown_correlation_id_is_counted_not_fatal():
+    conn = up_connection()
+    assert conn.feed(response_frame(999, b"late"), 0.0) == []
+    assert conn.unknown_responses == 1
+
+
+def test_bad_frame_size_raises():
+    conn = up_connection()
+    with pytest.raises(ConnectionError):
+        conn.feed(struct.pack(">i", -5) + b"\x00" * 8, 0.0)
+
+
+def test_in_flight_timeout_times_out_and_asks_for_disconnect_then_rest_fail_transport():
+    conn = up_connection(max_in_flight=1)
+    conn.enqueue(Request(METADATA, 1, [b"1"], timeout_ms=1000, context="first"), 10.0)
+    conn.enqueue(Request(METADATA, 1, [b"2"], timeout_ms=5000, context="second"), 10.0)
+    drain(conn, 10.0)
+    assert conn.next_deadline() == pytest.approx(11.0)
+    assert conn.check_timeouts(10.5) == ([], False)
+    done, must_disconnect = conn.check_timeouts(11.0)
+    assert must_disconnect and [(c.request.context, c.error_code) for c in done] == [("first", ERR__TIMED_OUT)]
+    rest = conn.on_disconnect(11.0, "timeout")
+    assert [(c.request.context, c.error_code) for c in rest] == [("second", ERR__TRANSPORT)]
+    assert conn.state == ConnState.DOWN and not conn.has_output()
+
+
+def test_queued_timeout_does_not_disconnect():
+    conn = Connection()
+    conn.enqueue(Request(METADATA, 1, [b""], timeout_ms=100, context="q"), 0.0)
+    done, must_disconnect = conn.check_timeouts(0.2)
+    assert not must_disconnect and [c.request.context for c in done] == ["q"]
+
+
+def test_connect_setup_timeout():
+    conn = Connection(connect_timeout_ms=2000)
+    conn.start_connect(1.0)
+    assert conn.next_deadline() == pytest.approx(3.0)
+    assert conn.check_timeouts(2.9)[1] is False
+    assert conn.check_timeouts(3.0)[1] is True
+
+
+def test_disconnect_fails_everything_exactly_once_and_reconnect_works():
+    conn = up_connection(max_in_flight=2)
+    for i in range(4):
+        conn.enqueue(Request(PRODUCE, 9, [b"b"], context=i), 0.0)
+    drain(conn)
+    failed = conn.on_disconnect(0.5, "reset by peer")
+    assert sorted(c.request.context for c in failed) == [0, 1, 2, 3]
+    assert {c.error_code for c in failed} == {ERR__TRANSPORT}
+    assert conn.on_disconnect(0.6, "again") == []
+    # new connection: handshake again, then new requests flow
+    conn.start_connect(1.0)
+    conn.on_connected(1.0)
+    (req,) = parse_requests(drain(conn))
+    assert req["api_key"] == API_VERSIONS_KEY
+    conn.feed(response_frame(req["corr_id"], api_versions_body_v3(BROKER_APIS)), 1.0)
+    conn.enqueue(Request(METADATA, 1, [b""], context="after"), 1.0)
+    (meta,) = parse_requests(drain(conn))
+    (done,) = conn.feed(response_frame(meta["corr_id"], b"ok"), 1.0)
+    assert done.request.context == "after" and done.response == b"ok"
+
+
+def test_invalid_state_transitions_raise():
+    conn = Connection()
+    with pytest.raises(RuntimeError):
+        conn.on_connected(0.0)
+    conn.start_connect(0.0)
+    with pytest.raises(RuntimeError):
+        conn.start_connect(0.0)
+    with pytest.raises(ValueError):
+        Connection(max_in_flight=0)
+
+
+def test_backoff_grows_caps_and_resets_with_jitter_bounds():
+    picks = []
+
+    def rng(low, high):
+        picks.append((low, high))
+        return high
+
+    backoff = ReconnectBackoff(100, 1000, rng=rng)
+    delays = [backoff.next_delay_ms(t * 0.01) for t in range(6)]
+    assert picks[:4] == [(75, 150), (150, 300), (300, 600), (600, 1200)]
+    assert delays[:3] == [150, 300, 600] and max(delays) == 1000
+    # quiet for longer than max: start again from the initial value
+    assert backoff.next_delay_ms(100.0) == 150
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 5000), st.integers(0, 20000), st.lists(st.floats(0, 1), min_size=1, max_size=20))
+def test_backoff_stays_within_jitter_bounds(initial, maximum, fractions):
+    import random
+    backoff = ReconnectBackoff(initial, maximum, rng=random.Random(1).uniform)
+    current = initial
+    cap = max(maximum, initial)
+    for step, _ in enumerate(fractions):
+        delay = backoff.next_delay_ms(step * 0.001)
+        assert 0.75 * current - 1e-9 <= delay <= min(1.5 * current, cap) + 1e-9
+        current = min(current * 2, cap) if initial else 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**28 - 1))
+def test_uvarint_round_trip(value):
+    raw = encode_uvarint(value)
+    assert decode_uvarint(raw, 0) == (value, len(raw))
+
+
+def test_decode_api_versions_rejects_truncation():
+    body = api_versions_body_v0(BROKER_APIS)
+    with pytest.raises((ValueError, struct.error)):
+        decode_api_versions_response(body[:-2], 0)
+    assert decode_api_versions_response(body, 0)[1][METADATA].max_version == 12
+
+
+def test_handshake_is_internal_on_disconnect_and_timeout():
+    conn = Connection(api_version_timeout_ms=500)
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    drain(conn)
+    conn.enqueue(Request(METADATA, 1, [b""], timeout_ms=5000, context="user"), 0.0)
+    done, must_disconnect = conn.check_timeouts(0.6)
+    assert must_disconnect and done == [] and "ApiVersions" in conn.last_error
+    failed = conn.on_disconnect(0.6, "handshake timed out")
+    assert [c.request.context for c in failed] == ["user"]  # the handshake itself has no requester

@@ -1,0 +1,184 @@
+"""Unit tests for the main actor's logic with a recording context (no runtime, no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kqactors.actors import ops
+from kqactors.actors.main import MainActor, parse_bootstrap
+from kqactors.actors.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
+from kqactors.actors.requests import snapshot_to_wire
+from kqactors.runtime.op import REPLY, Op
+
+
+class RecordingContext:
+    """Just enough of ActorContext: records what the actor sends, spawns and asks."""
+
+    name = "main"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Op]] = []
+        self.replies: list[tuple[Op, Op]] = []
+        self.requests: list[tuple[str, Op, object]] = []
+        self.spawned: list[str] = []
+        self.stopped: list[str] = []
+
+    def send(self, name, op, *, qid=0):
+        self.sent.append((name, op))
+
+    def reply(self, request, reply):
+        self.replies.append((request, reply))
+
+    def request(self, name, op, on_reply, timeout):
+        self.requests.append((name, op, on_reply))
+        return len(self.requests)
+
+    def timer(self, interval, op, *, repeat=False):
+        return 1
+
+    def spawn(self, name, factory, args):
+        self.spawned.append(name)
+
+    def stop(self, name):
+        self.stopped.append(name)
+
+    def take(self, op_type):
+        out = [(name, op.payload) for name, op in self.sent if op.type == op_type]
+        self.sent = [(n, op) for n, op in self.sent if op.type != op_type]
+        return out
+
+
+def response(payload) -> Op:
+    return Op(ops.RESPONSE, {"error_code": 0, "reason": "", "result": payload}, flags=REPLY)
+
+
+def error_response(code) -> Op:
+    return Op(ops.RESPONSE, {"error_code": code, "reason": "test"}, flags=REPLY)
+
+
+def wire(leaders, epoch=0, brokers=(1, 2)):
+    return snapshot_to_wire(MetadataSnapshot(
+        [BrokerInfo(b, "127.0.0.1", 9000 + b) for b in brokers],
+        [TopicInfo("t", 0, {p: PartitionInfo(p, leader, epoch, [leader], [leader]) for p, leader in
+                            enumerate(leaders)})]))
+
+
+def started(**config) -> tuple[MainActor, RecordingContext]:
+    ctx = RecordingContext()
+    actor = MainActor(ctx, {"bootstrap.servers": "127.0.0.1:9001,localhost:9002", **config})
+    actor.on_start()
+    return actor, ctx
+
+
+def test_parse_bootstrap():
+    assert parse_bootstrap("a:1, PLAINTEXT://b:2,c") == [("a", 1), ("b", 2), ("c", 9092)]
+    assert parse_bootstrap("[::1]:9092") == [("::1", 9092)]
+    for bad in ("", None, "a:0", "a:x", ",,"):
+        with pytest.raises(ValueError):
+            parse_bootstrap(bad)
+
+
+def test_bootstrap_then_learned_brokers_replace_bootstrap_ones():
+    actor, ctx = started()
+    assert ctx.spawned == ["broker/-1", "broker/-2"]
+    (name, op, on_reply) = ctx.requests[0]
+    assert name in ("broker/-1", "broker/-2") and op.payload["kind"] == "Metadata"
+    assert op.payload["args"]["topics"] == []  # brokers only: no topic known yet
+    on_reply(response(wire([1], brokers=(1, 2))))
+    assert ctx.spawned[2:] == ["broker/1", "broker/2"]
+    assert sorted(ctx.stopped) == ["broker/-1", "broker/-2"]
+    assert set(actor.brokers) == {1, 2}
+
+
+def test_toppar_join_leader_moves_and_partition_membership():
+    actor, ctx = started()
+    ctx.requests[0][2](response(wire([], brokers=(1, 2))))
+    join = Op(ops.TOPPAR_JOIN, {"topic": "t", "partition": 0}, reply_to=("toppar/t/0", 0, 0), sender="toppar/t/0")
+    actor.handle(join)
+    (_, reply) = ctx.replies[-1]
+    assert reply.payload["broker_id"] == -1  # not known yet; a refresh for "t" was asked for
+    actor._on_tick(None)
+    name, op, on_reply = ctx.requests[-1]
+    assert op.payload["args"]["topics"] == ["t"]
+    on_reply(response(wire([1, 2])))
+    assert ctx.take(ops.LEADER) == [("toppar/t/0", ops.leader_payload("t", 0, 1, 0))]
+    assert ("broker/1", ops.partition_membership_payload("t", 0, 0)) in ctx.take(ops.PARTITION_JOIN)
+
+    actor.handle(Op(ops.METADATA_REFRESH, ops.metadata_refresh_payload("t", "NOT_LEADER")))
+    name, op, on_reply = ctx.requests[-1]
+    on_reply(response(wire([2, 2], epoch=1)))
+    assert ctx.take(ops.LEADER) == [("toppar/t/0", ops.leader_payload("t", 0, 2, 1))]
+    assert ctx.take(ops.PARTITION_LEAVE) == [("broker/1", ops.partition_membership_payload("t", 0, 1))]
+
+
+def test_failed_refresh_is_retried_fast():
+    actor, ctx = started()
+    ctx.requests[0][2](error_response(ops.ERR__TRANSPORT))
+    before = len(ctx.requests)
+    actor.scheduler._fast_at = 0.0  # pretend the fast backoff elapsed
+    actor._on_tick(None)
+    assert len(ctx.requests) == before + 1
+
+
+def test_init_producer_id_retries_after_retriable_errors_and_broadcasts_pid():
+    actor, ctx = started(**{"enable.idempotence": True, "retry.backoff.ms": 1})
+    ctx.requests[0][2](response(wire([1])))
+    actor.toppars[("t", 0)] = "toppar/t/0"
+    actor.handle(Op(ops.BROKER_STATE, {"node_id": 1, "state": "UP"}))
+    pid_requests = [r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"]
+    assert len(pid_requests) == 1
+    pid_requests[0][2](error_response(ops.ERR__DESTROY))  # its broker was retired meanwhile
+    assert actor.idempotent and actor.producer_id == -1
+    actor.pid_retry_at = 0.0
+    actor._on_tick(None)
+    pid_requests = [r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"]
+    assert len(pid_requests) == 2
+    pid_requests[1][2](response({"error_code": 0, "producer_id": 42, "producer_epoch": 3}))
+    assert ("toppar/t/0", ops.pid_payload(42, 3)) in ctx.take(ops.PID)
+
+    # an epoch bump: every toppar drains first, then the epoch is bumped locally, once
+    actor.toppars[("t", 1)] = "toppar/t/1"
+    actor.handle(Op(ops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "x"}))
+    actor.handle(Op(ops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "x"}))
+    drains = ctx.take(ops.PID)
+    assert sorted(name for name, _ in drains) == ["toppar/t/0", "toppar/t/1"]
+    assert all(p["drain"] and p["producer_id"] == -1 for _, p in drains)
+    actor.handle(Op(ops.DRAINED, {"topic": "t", "partition": 0}))
+    assert ctx.take(ops.PID) == []  # toppar/t/1 still has requests in flight
+    actor.handle(Op(ops.DRAINED, {"topic": "t", "partition": 1}))
+    bumped = ctx.take(ops.PID)
+    assert sorted(bumped) == [("app", ops.pid_payload(42, 4)), ("toppar/t/0", ops.pid_payload(42, 4)),
+                              ("toppar/t/1", ops.pid_payload(42, 4))]
+    assert len([r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"]) == 2  # no new request
+    actor.handle(Op(ops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "late"}))  # stale: ignored
+    assert ctx.take(ops.PID) == []
+
+
+def test_drain_gives_up_waiting_after_the_socket_timeout():
+    actor, ctx = started(**{"enable.idempotence": True})
+    actor.toppars[("t", 0)] = "toppar/t/0"
+    actor._set_pid(7, 0)
+    ctx.take(ops.PID)
+    actor.handle(Op(ops.PID_BUMP, {"producer_id": 7, "epoch": 0, "reason": "x"}))
+    ctx.take(ops.PID)
+    actor.drain_deadline = 0.0
+    actor._on_tick(None)
+    assert ("toppar/t/0", ops.pid_payload(7, 1)) in ctx.take(ops.PID)
+
+
+def test_fatal_init_producer_id_error_reaches_the_app():
+    actor, ctx = started(**{"enable.idempotence": True})
+    ctx.requests[0][2](response(wire([1])))
+    actor.handle(Op(ops.BROKER_STATE, {"node_id": 1, "state": "UP"}))
+    pid_request = [r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"][0]
+    pid_request[2](response({"error_code": 87, "producer_id": -1, "producer_epoch": -1}))
+    (err,) = ctx.take(ops.ERR)
+    assert err[0] == "app" and err[1]["code"] == 87 and err[1]["fatal"]
+
+
+def test_all_brokers_down_reported_once():
+    actor, ctx = started()
+    for node_id in (-1, -2, -1):
+        actor.handle(Op(ops.BROKER_STATE, {"node_id": node_id, "state": "DOWN"}))
+    errs = ctx.take(ops.ERR)
+    assert [e[1]["code"] for e in errs] == [ops.ERR__ALL_BROKERS_DOWN]

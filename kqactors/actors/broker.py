@@ -85,7 +85,9 @@ class BrokerActor(Actor):
     def on_stop(self) -> None:
         self.stopped = True
         try:
-            self._fail_all(ops.ERR__DESTROY, "broker actor stopped")
+            # The client lives on (main retires brokers that leave the metadata): what this broker held is
+            # failed as a lost connection, so toppars retry it on the partition's next leader.
+            self._fail_all(ops.ERR__TRANSPORT, "broker actor stopped")
         finally:
             self._close_socket()
 

@@ -124,23 +124,13 @@ class MainActor(Actor):
         self.brokers[node_id] = handle
         args = {"node_id": node_id, "host": host, "port": port, "config": self._broker_config(),
                 "owner": self.ctx.name}
-        spawn = getattr(self.ctx, "spawn", None)
-        if spawn is not None:
-            spawn(name, self.broker_factory, args)
-        else:  # runtime without actor-initiated spawn: place the broker on this host
-            error = self.ctx._core.spawn(name, self.broker_factory, args, self.ctx.name)
-            if error:
-                raise RuntimeError(f"cannot spawn {name}: {error}")
+        self.ctx.spawn(name, self.broker_factory, args)  # published to every host before it starts
 
     def _remove_broker(self, node_id: int) -> None:
         handle = self.brokers.pop(node_id, None)
         if handle is None:
             return
-        stop = getattr(self.ctx, "stop", None)
-        if stop is not None:
-            stop(handle.name)
-        else:
-            self.ctx._core.stop_actor(handle.name)
+        self.ctx.stop(handle.name)
 
     def _broker_config(self) -> dict[str, Any]:
         keys = ("client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",

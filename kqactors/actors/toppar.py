@@ -33,10 +33,8 @@ FATAL = "FATAL"
 DRAINED = "DRAINED"
 TOPPAR_WAKE = "TOPPAR_WAKE"
 RESTARTED = "TOPPAR_RESTARTED"
-_REJOIN = "TOPPAR_REJOIN"
 
 _MIN_TIMER_S = 0.0005
-_JOIN_RETRY_S = 0.2
 _INFLIGHT_SLACK_S = 5.0
 
 
@@ -63,7 +61,6 @@ class TopparActor(Actor):
         self.timer_id: int | None = None
         self.timer_at: float | None = None
         self.drain_wanted = False
-        self.joined = False
         self.bump_reason: str | None = None
         self.bump_sent = False
         self.restart_bump = False
@@ -73,17 +70,10 @@ class TopparActor(Actor):
         self._join()
 
     def _join(self) -> None:
-        """Announce this toppar to main; repeated until the first LEADER arrives (an op sent before the
-        runtime's directory reached main's host would otherwise be lost)."""
-        if self.joined:
-            return
+        """Announce this toppar to main, once: the runtime publishes a spawned actor's name before it
+        starts, and hosts hold ops to names not yet published, so main's LEADER answer cannot be lost."""
         self.ctx.send(self.main_name, Op(ops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
                                                            "idempotent": self.settings.idempotence}))
-        self.ctx.timer(_JOIN_RETRY_S, Op(_REJOIN))
-
-    @on(_REJOIN)
-    def _on_rejoin(self, op: Op) -> None:
-        self._join()
 
     def on_stop(self) -> None:
         # Whatever is left gets a delivery report: nothing is silently lost.
@@ -133,7 +123,6 @@ class TopparActor(Actor):
     @on(ops.LEADER)
     def _on_leader(self, op: Op) -> None:
         payload = op.payload
-        self.joined = True
         log.debug("%s: LEADER %s", self.ctx.name, payload)
         self.core.set_leader(int(payload.get("broker_id", -1)))
         if "producer_id" in payload and int(payload["producer_id"]) >= 0:
@@ -223,24 +212,11 @@ class TopparActor(Actor):
         # restarting) comes straight back as an error; the real answer is the broker's XMIT_RESULT op.
         batch_id = batch.batch_id
         broker = ops.broker_name(batch.broker_id)
-        self._ensure_route(broker)
         log.debug("%s: XMIT batch %d (%d msgs) to broker %d", self.ctx.name, batch_id, batch.count,
                   batch.broker_id)
         self.ctx.request(broker, Op(ops.XMIT, payload, [batch.payload]),
                          lambda reply: self._on_xmit_undeliverable(batch_id, reply),
                          max(self.settings.socket_timeout_ms / 1000.0, 1.0) + _INFLIGHT_SLACK_S)
-
-    def _ensure_route(self, broker: str) -> None:
-        """Broker actors are spawned by main on main's own host, and the runtime does not yet publish
-        actor-spawned names to other hosts: point this host's directory at main's host for them.
-        (Remove once the runtime offers ctx.spawn with directory updates.)"""
-        core = getattr(self.ctx, "_core", None)
-        directory = getattr(core, "directory", None)
-        if directory is None or broker in directory:
-            return
-        main_host = directory.get(self.main_name)
-        if main_host is not None:
-            directory[broker] = main_host
 
     def _on_xmit_undeliverable(self, batch_id: int, reply: Op) -> None:
         if reply.error is None or reply.error.code not in (ErrorCode.UNKNOWN_ACTOR, ErrorCode.DEAD_ACTOR):

@@ -47,6 +47,9 @@ APP_KEY = "app"
 SUPERVISOR_KEY = "sup"
 
 OPS_PER_TURN = 256  # ops one actor may serve before the others get a turn
+# A plain op to a name this host has not heard of yet waits this long for the name's publication: the
+# DIRECTORY update and the first op from (or reply to) the new actor travel on different sockets.
+UNPUBLISHED_WAIT_S = 2.0
 
 
 class ActorSlot:
@@ -96,11 +99,17 @@ class HostCore:
         self._req_ids = itertools.count(1)
         self._ready: deque[ActorSlot] = deque()
         self._out: dict[str, list[Op]] = {}
+        self._unpublished: dict[str, list[tuple[float, Op]]] = {}  # name -> ops waiting for its DIRECTORY
 
     # -- the loop's three steps ------------------------------------------------------------------------
     def deliver(self, ops: list[Op]) -> None:
         """Ops that arrived from another process."""
+        down = self.down
         for op in ops:
+            if down and op.sender in down:
+                # It sends, so it runs again (its host was restarted, same key): the supervisor's DIRECTORY
+                # update saying so may still be on its way on another socket.
+                down.discard(op.sender)
             self._route_in(op)
 
     def has_work(self) -> bool:
@@ -166,13 +175,43 @@ class HostCore:
             return
         key = self.directory.get(target)
         if key is None:
-            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r}")
+            if op.is_request:  # a request fails fast; its sender decides whether to retry
+                self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r}")
+            else:
+                self._wait_for_publication(op)
             return
         batch = self._out.get(key)
         if batch is None:
             self._out[key] = [op]
         else:
             batch.append(op)
+
+    def _wait_for_publication(self, op: Op) -> None:
+        """Hold a plain op (or reply) to an unknown name until a DIRECTORY update or a local spawn names
+        it, or drop it after UNPUBLISHED_WAIT_S."""
+        waiting = self._unpublished.get(op.target)
+        if waiting is None:
+            waiting = self._unpublished[op.target] = []
+            self.timers.schedule(UNPUBLISHED_WAIT_S, lambda name=op.target: self._expire_unpublished(name))
+        waiting.append((self.clock() + UNPUBLISHED_WAIT_S, op))
+
+    def _expire_unpublished(self, name: str) -> None:
+        waiting = self._unpublished.get(name)
+        if not waiting:
+            return
+        now = self.clock()
+        while waiting and waiting[0][0] <= now:
+            _, op = waiting.pop(0)
+            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {name!r}")
+        if waiting:
+            self.timers.schedule(max(waiting[0][0] - now, 0.001), lambda: self._expire_unpublished(name))
+        else:
+            del self._unpublished[name]
+
+    def _release_unpublished(self, name: str) -> None:
+        waiting = self._unpublished.pop(name, None)
+        for _, op in waiting or ():
+            self.post(op)
 
     def _undeliverable(self, op: Op, code: str, message: str) -> None:
         if op.is_request:
@@ -342,6 +381,8 @@ class HostCore:
             for name, key in (payload.get("set") or {}).items():
                 self.directory[name] = key
                 self.down.discard(name)
+                if self._unpublished:
+                    self._release_unpublished(name)
             for name in payload.get("remove") or ():
                 self.directory.pop(name, None)
         elif op.type == HOST_DOWN:
@@ -375,6 +416,8 @@ class HostCore:
                 raise TypeError(f"{factory} returned {type(actor).__name__}, not an Actor")
             slot.actor = actor
             slot.queues[0].serve_handler = actor.handle
+            if self._unpublished:
+                self._release_unpublished(name)
             actor.on_start()
         except Exception as exc:  # noqa: BLE001
             log.exception("host %s: spawning %s with %s failed", self.host_key, name, factory)
@@ -391,13 +434,17 @@ class HostCore:
         args = check_spec(factory, args)
         if name in self.actors or self.directory.get(name) not in (None, self.host_key):
             raise ValueError(f"an actor named {name!r} already exists (on {self.directory.get(name)})")
+        # Announce before on_start runs, so every op the child sends travels behind its publication.
+        others = [key for key in self.host_keys if key != self.host_key]
+        announce = Op(DIRECTORY, {"set": {name: self.host_key}}, target=HOST_CONTROL)
+        for key in others:
+            self._post_to_endpoint(key, announce)
         error = self.spawn(name, factory, args, parent)
         if error:
+            retract = Op(DIRECTORY, {"remove": [name]}, target=HOST_CONTROL)
+            for key in others:
+                self._post_to_endpoint(key, retract)
             raise ActorError(ErrorCode.SPAWN_FAILED, f"{name} ({factory}): {error}")
-        announce = Op(DIRECTORY, {"set": {name: self.host_key}}, target=HOST_CONTROL)
-        for key in self.host_keys:
-            if key != self.host_key:
-                self._post_to_endpoint(key, announce)
         self._post_to_endpoint(APP_KEY, Op(ACTOR_SPAWNED, {"name": name, "factory": factory, "args": args,
                                                             "parent": parent, "host": self.host_key},
                                            target=HOST_CONTROL))

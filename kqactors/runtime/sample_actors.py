@@ -229,3 +229,28 @@ class SocketPairActor(Actor):
         self.ctx.unregister_fd(self.reader.fileno())
         self.reader.close()
         self.writer.close()
+
+
+class GreeterActor(Actor):
+    """With ``peer``: sends HELLO to it from on_start, before the runtime could have told the peer's host
+    about this actor; the peer answers HELLO_BACK by name. GREETED says whether the answer arrived."""
+
+    def __init__(self, ctx: ActorContext, **args: Any) -> None:
+        super().__init__(ctx, **args)
+        self.answered_by: str | None = None
+
+    def on_start(self) -> None:
+        if self.args.get("peer"):
+            self.ctx.send(self.args["peer"], Op("HELLO"))
+
+    @on("HELLO")
+    def hello(self, op: Op) -> None:
+        self.ctx.send(op.sender, Op("HELLO_BACK"))
+
+    @on("HELLO_BACK")
+    def hello_back(self, op: Op) -> None:
+        self.answered_by = op.sender
+
+    @on("GREETED")
+    def greeted(self, op: Op) -> None:
+        self.ctx.reply(op, Op("GREETED", self.answered_by))

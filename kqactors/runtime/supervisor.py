@@ -77,11 +77,18 @@ class Supervisor:
             if host in self.down_hosts:
                 raise ActorError(ErrorCode.DEAD_ACTOR, f"host {host} is restarting")
             spec = ActorSpec(name, factory, args, parent, host)
-            reply = self.channel.call(host, spec.spawn_op(), timeout)
+            # Publish first: the new actor's on_start may send to actors elsewhere whose answers must find
+            # it. Hosts hold plain ops to a name they cannot resolve yet, so the order is not load-bearing.
+            self._broadcast(Op(DIRECTORY, {"set": {name: host}}, target=HOST_CONTROL), exclude=host)
+            try:
+                reply = self.channel.call(host, spec.spawn_op(), timeout)
+            except BaseException:
+                self._broadcast(Op(DIRECTORY, {"remove": [name]}, target=HOST_CONTROL), exclude=host)
+                raise
             if reply.error is not None:
+                self._broadcast(Op(DIRECTORY, {"remove": [name]}, target=HOST_CONTROL), exclude=host)
                 raise ActorError(ErrorCode.SPAWN_FAILED, f"{name} ({factory}): {reply.error.message}")
             self.specs[name] = spec
-            self._broadcast(Op(DIRECTORY, {"set": {name: host}}, target=HOST_CONTROL), exclude=host)
 
     def start(self, timeout: float) -> None:
         """Start every host and tell each the host list (so actors' children can be published)."""
@@ -156,6 +163,8 @@ class Supervisor:
                 self._notify_parents(key, names, exitcode, restarted=False, errors={n: str(exc) for n in names})
                 return
             self.channel.send(key, [self._directory_op()])
+            # As for spawn: the others learn the names are back before the actors can talk to them.
+            self._broadcast(Op(DIRECTORY, {"set": {n: key for n in names}}, target=HOST_CONTROL), exclude=key)
             errors: dict[str, Any] = {}
             for name in names:
                 spec = self.specs[name]
@@ -166,7 +175,6 @@ class Supervisor:
                 except ActorError as exc:
                     errors[name] = exc.message
             self.down_hosts.discard(key)
-            self._broadcast(Op(DIRECTORY, {"set": {n: key for n in names}}, target=HOST_CONTROL), exclude=key)
             if self.on_restarted is not None:
                 self.on_restarted(key)
             self._notify_parents(key, names, exitcode, restarted=True, errors=errors)

@@ -1,0 +1,63 @@
+"""Runs in: pytest. Name publication order: an actor that talks from on_start (before the other hosts could
+have learnt its name) still gets answers sent to it by name, on both transports."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from kqactors.runtime import ErrorCode, Op, Runtime
+from kqactors.runtime.host import DIRECTORY, UNPUBLISHED_WAIT_S, HostCore
+from kqactors.runtime.op import HOST_CONTROL
+
+from .conftest import spawn, unique
+
+
+def _wait_greeted(rt: Runtime, name: str, within: float) -> str | None:
+    deadline = time.monotonic() + within
+    while True:
+        answered_by = rt.request(name, Op("GREETED"), timeout=5).payload
+        if answered_by is not None or time.monotonic() >= deadline:
+            return answered_by
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_answer_to_a_just_spawned_actor_is_not_dropped(rt: Runtime, round_: int,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    peer = spawn(rt, "GreeterActor", host=0)
+    newcomer = unique("greeter")
+    with caplog.at_level(logging.WARNING):
+        rt.spawn(newcomer, "kqactors.runtime.sample_actors:GreeterActor", {"peer": peer}, host=1)
+        # Well under the hosts' wait for an unpublished name: the answer must not need a retry.
+        assert _wait_greeted(rt, newcomer, within=1.0) == peer
+    assert not [r for r in caplog.records if "dropped" in r.getMessage()]
+
+
+def test_host_holds_plain_ops_until_the_name_is_published_and_drops_them_after_the_wait() -> None:
+    now = [100.0]
+    sent: list[tuple[str, str]] = []
+    core = HostCore("h0", lambda key, ops: sent.extend((key, op.type) for op in ops), clock=lambda: now[0])
+    core.post(Op("EARLY", target="late/actor"))
+    core.post(Op("LOST", target="never/published"))
+    core.flush()
+    assert sent == []
+    core.deliver([Op(DIRECTORY, {"set": {"late/actor": "h1"}}, target=HOST_CONTROL)])
+    core.flush()
+    assert sent == [("h1", "EARLY")]
+    now[0] += UNPUBLISHED_WAIT_S + 0.01
+    core.run()
+    core.deliver([Op(DIRECTORY, {"set": {"never/published": "h1"}}, target=HOST_CONTROL)])
+    core.flush()
+    assert sent == [("h1", "EARLY")]  # dropped at the end of the wait, not delivered late
+
+
+def test_requests_to_unknown_names_still_fail_at_once() -> None:
+    core = HostCore("h0", lambda key, ops: None)
+    replies: list[Op] = []
+    core.spawn("asker", "kqactors.runtime.sample_actors:EchoActor", {}, "app")
+    core.request("asker", "no/such", Op("ECHO"), replies.append, timeout=5)
+    core.run()
+    assert replies and replies[0].error is not None and replies[0].error.code == ErrorCode.UNKNOWN_ACTOR

@@ -44,6 +44,7 @@ _METADATA_WAIT_S = 10.0         # how long produce() waits, once per new topic, 
 _CLOSE_FLUSH_S = 5.0
 
 E = ERROR_CODES
+_time_ns = time.time_ns
 
 
 def _to_bytes(value: Any, what: str) -> bytes | None:
@@ -96,6 +97,8 @@ class Producer:
         shipped = conf.to_dict()
         self._settings = ProducerSettings.from_config(shipped)
         self._max_message_bytes = int(conf["message.max.bytes"])
+        self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
+        self._checked_cb: Callable[..., Any] | None = None  # the last callback known to be callable
         self._buffers = ProducerBuffers(int(conf["queue.buffering.max.messages"]),
                                         int(conf["queue.buffering.max.kbytes"]))
         self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
@@ -130,18 +133,26 @@ class Producer:
         ``block_timeout`` seconds while serving delivery reports, if given), KafkaException for
         MSG_SIZE_TOO_LARGE, _UNKNOWN_PARTITION or a fatal producer state, TypeError for wrong types.
         """
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
-        value = _to_bytes(value, "value")
-        key = _to_bytes(key, "key")
-        if not isinstance(partition, int) or isinstance(partition, bool):
-            raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        # Fast checks first (exact classes); the generic checks run only for anything unusual.
+        if topic.__class__ is not str or not topic:
+            if not isinstance(topic, str) or not topic:
+                raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        if value is not None and value.__class__ is not bytes:
+            value = _to_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = _to_bytes(key, "key")
+        if partition.__class__ is not int:
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise TypeError(f"partition must be an int, not {type(partition).__name__}")
         cb = on_delivery if on_delivery is not None else callback
-        if cb is not None and not callable(cb):
-            raise TypeError("on_delivery must be callable")
-        if not isinstance(timestamp, int) or isinstance(timestamp, bool):
-            raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
-        hdrs = _normalise_headers(headers)
+        if cb is not None and cb is not self._checked_cb:
+            if not callable(cb):
+                raise TypeError("on_delivery must be callable")
+            self._checked_cb = cb
+        if timestamp.__class__ is not int:
+            if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+                raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
+        hdrs = None if headers is None else _normalise_headers(headers)
         if self._closed:
             raise RuntimeError("Producer has been closed")
         if self._fatal is not None:
@@ -151,7 +162,7 @@ class Producer:
         if hdrs:
             for name, hval in hdrs:
                 size += len(name) + (len(hval) if hval else 0) + HEADER_MAX_OVERHEAD
-        if size + RECORD_MAX_OVERHEAD > self._max_message_bytes:
+        if size > self._max_payload_bytes:
             raise KafkaException(KafkaError(E["MSG_SIZE_TOO_LARGE"],
                                             f"Message size {size} exceeds message.max.bytes"))
         count = self._partition_counts.get(topic)
@@ -169,13 +180,13 @@ class Producer:
             raise KafkaException(KafkaError(E["_UNKNOWN_PARTITION"],
                                             f"Partition {partition} does not exist in topic {topic}"))
         if timestamp == 0:
-            timestamp = int(time.time() * 1000)
+            timestamp = _time_ns() // 1_000_000
         buffers = self._buffers
         if not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
             if not self._wait_for_room(size, block_timeout) or \
                     not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
                 raise BufferError("Local: Queue full")
-        if buffers.unsent >= _FLUSH_MESSAGES:
+        if buffers.unsent >= _FLUSH_MESSAGES and not self._wake.is_set():
             self._wake.set()
 
     def _wait_for_room(self, size: int, block_timeout: float | None) -> bool:
@@ -442,7 +453,9 @@ class Producer:
                                self._on_delivery, self._only_errors)
 
     def _spawn(self, buf: Any) -> bool:
-        host = 1 + zlib.crc32(buf.name.encode()) % self._hosts
+        # Consecutive partitions of a topic go to consecutive hosts, so a topic's load (compression and
+        # encoding) spreads over every host; a hash of the whole name can put all of them on one.
+        host = 1 + (zlib.crc32(buf.topic.encode()) + buf.partition) % self._hosts
         args = {"topic": buf.topic, "partition": buf.partition, **self._toppar_args}
         try:
             self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host)

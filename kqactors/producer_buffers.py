@@ -21,6 +21,7 @@ from kqactors.producer_core.packing import MessagePacker
 __all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID"]
 
 OFFSET_INVALID = -1001
+_monotonic = time.monotonic
 
 DeliveryReport = tuple[Callable[..., Any] | None, KafkaError | None, Message]
 """(callback or None, error or None, message) ready to be served by poll()."""
@@ -71,10 +72,11 @@ class ProducerBuffers:
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int) -> bool:
         """Append one message; returns False (nothing appended) when the queue limits are reached."""
-        now = time.monotonic()
+        now = _monotonic()
         with self.lock:
-            if (self.max_messages and self.count + len(self.ready) >= self.max_messages) or \
-                    (self.nbytes + size > self.max_bytes and self.count > 0):
+            count = self.count
+            if (self.max_messages and count + len(self.ready) >= self.max_messages) or \
+                    (self.nbytes + size > self.max_bytes and count > 0):
                 return False
             buf = self.partitions.get((topic, partition))
             if buf is None:
@@ -83,7 +85,7 @@ class ProducerBuffers:
             buf.next_msgid = msgid + 1
             buf.packer.append(msgid, timestamp, key, value, headers, now)
             buf.pending[msgid] = (key, value, headers, timestamp, callback, now, size)
-            self.count += 1
+            self.count = count + 1
             self.nbytes += size
             self.unsent += 1
         return True
@@ -109,18 +111,33 @@ class ProducerBuffers:
         buf = self.partitions.get((topic, partition))
         if buf is None:
             return 0
-        now = time.monotonic()
+        now = _monotonic()
         done = 0
         freed = 0
-        ready = self.ready
+        append_ready = self.ready.append
         with self.lock:
-            pending = buf.pending
+            pop = buf.pending.pop
             for first, count, err, base_offset, log_append_time in rows:
                 error = KafkaError(err) if err else None
+                if error is None and not only_errors and log_append_time < 0 and base_offset >= 0:
+                    # The common case (success, CreateTime, known offset): one tight loop.
+                    offset = base_offset - first
+                    for msgid in range(first, first + count):
+                        entry = pop(msgid, None)
+                        if entry is None:
+                            continue  # already reported (e.g. purged locally): exactly one report each
+                        done += 1
+                        freed += entry[_SIZE]
+                        callback = entry[_CB] or default_cb
+                        if callback is not None:
+                            append_ready((callback, None, Message(
+                                topic, partition, offset + msgid, entry[_KEY], entry[_VALUE], entry[_HEADERS],
+                                None, (TIMESTAMP_CREATE_TIME, entry[_TS]), now - entry[_ENQ])))
+                    continue
                 for index in range(count):
-                    entry = pending.pop(first + index, None)
+                    entry = pop(first + index, None)
                     if entry is None:
-                        continue  # already reported (e.g. purged locally): exactly one report each
+                        continue
                     done += 1
                     freed += entry[_SIZE]
                     callback = entry[_CB] or default_cb
@@ -133,7 +150,7 @@ class ProducerBuffers:
                         ts = (TIMESTAMP_CREATE_TIME, entry[_TS])
                     msg = Message(topic, partition, offset, entry[_KEY], entry[_VALUE], entry[_HEADERS], error,
                                   ts, now - entry[_ENQ])
-                    ready.append((callback, error, msg))
+                    append_ready((callback, error, msg))
             self.count -= done
             self.nbytes -= freed
         return done

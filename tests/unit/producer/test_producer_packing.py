@@ -21,7 +21,9 @@ def test_round_trip_preserves_every_field(messages):
     for index, (ts, key, value, headers) in enumerate(messages):
         packer.append(100 + index, ts, key, value, headers, enq_time=5.0)
     assert len(packer) == len(messages)
+    expected_size = packer.byte_size()
     first_msgid, count, first_enq, frame = packer.take()
+    assert len(frame) == expected_size
     assert count == len(messages)
     if messages:
         assert first_msgid == 100

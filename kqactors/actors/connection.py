@@ -16,20 +16,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from kqactors.actors.ops import (
-    ERR__TIMED_OUT,
-    ERR__TRANSPORT,
-    ERR_NO_ERROR,
-    ERR_UNSUPPORTED_VERSION,
-)
+from kqactors.actors.ops import ERR__TIMED_OUT, ERR__TRANSPORT, ERR_NO_ERROR
+from kqactors.protocol.api import API_VERSIONS_KEY, decode_response_header, encode_request_header
+from kqactors.protocol.errors import ProtocolError
+from kqactors.protocol.handshake import api_versions_request, read_api_versions
 
-API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
-_HEADER_V1 = struct.Struct(">hhi")
-_INT16 = struct.Struct(">h")
-_API_RANGE = struct.Struct(">hhh")
-CLIENT_SOFTWARE_NAME = "kqactors"
-CLIENT_SOFTWARE_VERSION = "0.1.0"
 MAX_RESPONSE_SIZE = 1 << 30
 
 
@@ -83,87 +75,6 @@ class Completion:
 class ApiVersionRange:
     min_version: int
     max_version: int
-
-
-def encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def decode_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """Returns (value, next position); raises ValueError on a truncated or over-long varint."""
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
-
-
-def encode_request_header(api_key: int, api_version: int, corr_id: int, client_id: str | None,
-                          flexible: bool) -> bytes:
-    """Request header v1 (v2 when flexible: an empty tagged-field section follows)."""
-    head = _HEADER_V1.pack(api_key, api_version, corr_id)
-    if client_id is None:
-        cid = _INT16.pack(-1)
-    else:
-        raw = client_id.encode()
-        cid = _INT16.pack(len(raw)) + raw
-    return head + cid + (b"\x00" if flexible else b"")
-
-
-def encode_api_versions_request(version: int) -> bytes:
-    """ApiVersions body: empty before v3; from v3 the client software name and version as compact strings."""
-    if version < 3:
-        return b""
-    out = bytearray()
-    for text in (CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION):
-        raw = text.encode()
-        out += encode_uvarint(len(raw) + 1) + raw
-    out.append(0)
-    return bytes(out)
-
-
-def decode_api_versions_response(body: bytes, version: int) -> tuple[int, dict[int, ApiVersionRange]]:
-    """Returns (error_code, {api_key: range}). Only the error code is read when it is non-zero: brokers (and
-    the librdkafka mock cluster, whose body is non-standard there) answer an unsupported version with a body
-    that does not follow the requested version's layout."""
-    if len(body) < 2:
-        raise ValueError("ApiVersions response too short")
-    (error_code,) = _INT16.unpack_from(body, 0)
-    if error_code != ERR_NO_ERROR:
-        return error_code, {}
-    pos = 2
-    if version >= 3:
-        count, pos = decode_uvarint(body, pos)
-        count -= 1
-    else:
-        (count,) = _SIZE.unpack_from(body, pos)
-        pos += 4
-    ranges: dict[int, ApiVersionRange] = {}
-    for _ in range(max(count, 0)):
-        api_key, low, high = _API_RANGE.unpack_from(body, pos)
-        pos += 6
-        if version >= 3:
-            tags, pos = decode_uvarint(body, pos)
-            for _ in range(tags):
-                _tag, pos = decode_uvarint(body, pos)
-                size, pos = decode_uvarint(body, pos)
-                pos += size
-        ranges[api_key] = ApiVersionRange(low, high)
-    if pos > len(body):
-        raise ValueError("ApiVersions response truncated")
-    return error_code, ranges
 
 
 class ReconnectBackoff:
@@ -329,12 +240,10 @@ class Connection:
         if req is None:
             self.unknown_responses += 1
             return None
-        offset = 4
-        if req.flexible and req.api_key != API_VERSIONS_KEY:
-            try:
-                offset = _skip_tagged_fields(frame, offset)
-            except ValueError as exc:
-                raise ConnectionError(f"bad response header for corr id {corr_id}: {exc}") from exc
+        try:
+            _, offset = decode_response_header(frame, req.api_key, req.api_version)
+        except ProtocolError as exc:
+            raise ConnectionError(f"bad response header for corr id {corr_id}: {exc}") from exc
         body = frame[offset:]
         if req.handshake:
             return self._on_api_versions(req, body, now)
@@ -393,25 +302,26 @@ class Connection:
     # ---- internals -------------------------------------------------------------------------------------
 
     def _send_api_versions(self, version: int, now: float) -> None:
-        req = Request(API_VERSIONS_KEY, version, [encode_api_versions_request(version)], flexible=version >= 3,
-                      timeout_ms=self.api_version_timeout_ms, handshake=True)
+        req = Request(API_VERSIONS_KEY, version, [api_versions_request().encode(version)],
+                      flexible=version >= 3, timeout_ms=self.api_version_timeout_ms, handshake=True)
         req.enqueued_at = now
         req.deadline = now + req.timeout_ms / 1000
         self._transmit(req, now)
 
     def _on_api_versions(self, req: Request, body: bytes, now: float) -> Completion | None:
         try:
-            error_code, ranges = decode_api_versions_response(body, req.api_version)
-        except (ValueError, struct.error) as exc:
+            answer = read_api_versions(body, 0, req.api_version)
+        except ProtocolError as exc:
             raise ConnectionError(f"malformed ApiVersions response: {exc}") from exc
-        if error_code == ERR_UNSUPPORTED_VERSION and req.api_version > 0:
-            self._send_api_versions(0, now)
+        if answer.retry_version is not None:
+            self._send_api_versions(answer.retry_version, now)
             return None
-        if error_code != ERR_NO_ERROR:
-            raise ConnectionError(f"ApiVersions failed with broker error {error_code}")
-        if not ranges:
+        if answer.response is None:
+            raise ConnectionError(f"ApiVersions failed with broker error {answer.error_code}")
+        if not answer.response.api_keys:
             raise ConnectionError("ApiVersions response lists no APIs")
-        self.api_versions = ranges
+        self.api_versions = {entry.api_key: ApiVersionRange(entry.min_version, entry.max_version)
+                             for entry in answer.response.api_keys}
         self.state = ConnState.UP
         return None
 
@@ -424,25 +334,13 @@ class Connection:
     def _transmit(self, req: Request, now: float) -> None:
         req.corr_id = self._next_corr_id
         self._next_corr_id = self._next_corr_id + 1 if self._next_corr_id < 0x7FFFFFFF else 1
-        header = encode_request_header(req.api_key, req.api_version, req.corr_id, self.client_id,
-                                       req.flexible)
+        header = encode_request_header(req.api_key, req.api_version, req.corr_id, self.client_id)
         size = len(header) + req.body_size
         frame = _OutFrame(deque([_SIZE.pack(size) + header]), req)
         frame.buffers.extend(part for part in req.body if len(part))
         req.sent_at = now
         self.in_flight[req.corr_id] = req
         self._out.append(frame)
-
-
-def _skip_tagged_fields(buf: bytes, pos: int) -> int:
-    count, pos = decode_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = decode_uvarint(buf, pos)
-        size, pos = decode_uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise ValueError("tagged fields run past the frame")
-    return pos
 
 
 def frame_sizes(chunks: Iterable[bytes]) -> list[int]:

@@ -101,6 +101,13 @@ def _write_request_header(out: bytearray, api_key: int, version: int, correlatio
         out.append(0)  # no tagged fields
 
 
+def encode_request_header(api_key: int, version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """The request header alone (v0–v2 as the API and version need), for callers that frame bodies themselves."""
+    out = bytearray()
+    _write_request_header(out, api_key, version, correlation_id, client_id)
+    return bytes(out)
+
+
 def encode_request_chunks(api_key: int, version: int, correlation_id: int, client_id: str | None,
                           body: Message) -> list[Any]:
     """Frame a request as a list of buffers (size prefix first); large record sets are not copied.

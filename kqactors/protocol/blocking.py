@@ -22,12 +22,11 @@ from kqactors.protocol.api import (
 )
 from kqactors.protocol.base import Message
 from kqactors.protocol.errors import ProtocolError
-from kqactors.protocol.generated.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kqactors.protocol.generated.api_versions import ApiVersionsResponse
+from kqactors.protocol.handshake import api_versions_request, read_api_versions
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
-CLIENT_SOFTWARE_NAME = "kqactors"
-CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 
 class BlockingConnection:
@@ -120,29 +119,18 @@ class BlockingConnection:
     def api_versions(self) -> ApiVersionsResponse:
         """Run ApiVersions (newest version first, falling back as librdkafka does) and negotiate."""
         version = CLIENT_VERSIONS[API_VERSIONS_KEY][1]
-        request = ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
-                                     client_software_version=CLIENT_SOFTWARE_VERSION)
+        request = api_versions_request()
         while True:
             payload, pos = self._roundtrip(API_VERSIONS_KEY, version, request)
-            if len(payload) - pos < 2:
-                raise ProtocolError("ApiVersions response has no error code")
-            (error_code,) = struct.unpack_from(">h", payload, pos)
-            if error_code == KafkaError.UNSUPPORTED_VERSION and version > 0:
-                # The broker answers in a version it understands (v0 layout per KIP-511; librdkafka's mock
-                # uses a non-standard body). Take its advertised ApiVersions max if readable, else go to v0.
-                version = self._fallback_version(payload, pos, version)
+            answer = read_api_versions(payload, pos, version)
+            if answer.retry_version is not None:
+                version = answer.retry_version
                 continue
-            response = ApiVersionsResponse.decode_from(payload, pos, version)[0]
-            if response.error_code != 0:
-                raise KafkaException(KafkaError(response.error_code, "ApiVersions failed"))
-            self.api_versions_response = response
-            self._versions = negotiate(response)
-            return response
-
-    @staticmethod
-    def _fallback_version(payload: memoryview, pos: int, tried: int) -> int:
-        """Pick the ApiVersions version to retry with after an UNSUPPORTED_VERSION answer."""
-        return min(tried - 1, advertised_api_versions_max(payload, pos, tried) or 0)
+            if answer.response is None:
+                raise KafkaException(KafkaError(answer.error_code, "ApiVersions failed"))
+            self.api_versions_response = answer.response
+            self._versions = negotiate(answer.response)
+            return answer.response
 
     @property
     def versions(self) -> NegotiatedVersions:
@@ -159,28 +147,3 @@ class BlockingConnection:
         if version is None:
             version = self.versions.version_for(info.key)
         return self.request_at(info.key, version, body)
-
-
-
-def advertised_api_versions_max(payload: memoryview, pos: int, tried: int) -> int | None:
-    """The broker's max ApiVersions version from an UNSUPPORTED_VERSION answer, if it can be read.
-
-    A Kafka broker answers in the v0 layout (int32 array count). librdkafka's mock cluster instead writes
-    the array count as a single raw byte followed by v0-layout entries; both are accepted.
-    """
-    try:
-        response = ApiVersionsResponse.decode_from(payload, pos, 0)[0]
-        entries = [(e.api_key, e.max_version) for e in response.api_keys]
-    except ProtocolError:
-        entries = []
-        count_pos = pos + 2
-        if count_pos < len(payload):
-            count = payload[count_pos]
-            if count_pos + 1 + 6 * count <= len(payload):
-                for i in range(count):
-                    key, _low, high = struct.unpack_from(">hhh", payload, count_pos + 1 + 6 * i)
-                    entries.append((key, high))
-    for key, high in entries:
-        if key == API_VERSIONS_KEY and 0 <= high < tried:
-            return high
-    return None

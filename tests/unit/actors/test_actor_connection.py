@@ -8,17 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.actors.connection import (
-    API_VERSIONS_KEY,
-    Connection,
-    ConnState,
-    ReconnectBackoff,
-    Request,
-    decode_api_versions_response,
-    decode_uvarint,
-    encode_uvarint,
-)
+from kqactors.actors.connection import Connection, ConnState, ReconnectBackoff, Request
 from kqactors.actors.ops import ERR__TIMED_OUT, ERR__TRANSPORT, ERR_UNSUPPORTED_VERSION
+from kqactors.protocol.api import API_VERSIONS_KEY
+from kqactors.protocol.errors import ProtocolError
+from kqactors.protocol.handshake import read_api_versions
+from kqactors.protocol.primitives import uvarint_bytes
 
 PRODUCE, METADATA = 0, 3
 
@@ -51,7 +46,7 @@ def api_versions_body_v0(ranges: dict[int, tuple[int, int]]) -> bytes:
 
 
 def api_versions_body_v3(ranges: dict[int, tuple[int, int]]) -> bytes:
-    body = struct.pack(">h", 0) + encode_uvarint(len(ranges) + 1)
+    body = struct.pack(">h", 0) + uvarint_bytes(len(ranges) + 1)
     for key, (low, high) in ranges.items():
         body += struct.pack(">hhh", key, low, high) + b"\x00"
     return body + struct.pack(">i", 0) + b"\x00"
@@ -99,21 +94,34 @@ def test_handshake_sends_api_versions_v3_first_and_goes_up():
     assert meta["api_key"] == METADATA and meta["rest"] == b"body"
 
 
-def test_unsupported_version_answer_retries_at_v0_like_the_mock_cluster():
+def test_unsupported_version_answer_retries_at_the_mock_clusters_advertised_version():
     conn = Connection()
     conn.start_connect(0.0)
     conn.on_connected(0.0)
     (first,) = parse_requests(drain(conn))
-    # non-standard body: error code, then the api count as one raw byte
+    # non-standard body: error code, then the api count as one raw byte; it advertises ApiVersions v0..v2
     weird = struct.pack(">h", ERR_UNSUPPORTED_VERSION) + bytes([1]) + struct.pack(">hhh", 18, 0, 2)
     conn.feed(response_frame(first["corr_id"], weird), 0.0)
     assert conn.state == ConnState.APIVERSION_QUERY
     (second,) = parse_requests(drain(conn))
-    assert second["api_key"] == API_VERSIONS_KEY and second["version"] == 0
+    assert second["api_key"] == API_VERSIONS_KEY and second["version"] == 2
     assert second["rest"] == b""  # header v1, empty body
-    conn.feed(response_frame(second["corr_id"], api_versions_body_v0(BROKER_APIS)), 0.0)
+    v2_body = api_versions_body_v0(BROKER_APIS) + struct.pack(">i", 0)  # v1+ adds throttle_time_ms
+    conn.feed(response_frame(second["corr_id"], v2_body), 0.0)
     assert conn.state == ConnState.UP
     assert conn.api_versions[PRODUCE].max_version == 9
+
+
+def test_unsupported_version_answer_without_a_readable_range_retries_at_v0():
+    conn = Connection()
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    (first,) = parse_requests(drain(conn))
+    conn.feed(response_frame(first["corr_id"], struct.pack(">h", ERR_UNSUPPORTED_VERSION)), 0.0)
+    (second,) = parse_requests(drain(conn))
+    assert second["api_key"] == API_VERSIONS_KEY and second["version"] == 0
+    conn.feed(response_frame(second["corr_id"], api_versions_body_v0(BROKER_APIS)), 0.0)
+    assert conn.state == ConnState.UP
 
 
 def test_api_versions_error_is_a_connection_error():
@@ -268,18 +276,12 @@ def test_backoff_stays_within_jitter_bounds(initial, maximum, fractions):
         current = min(current * 2, cap) if initial else 0
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.integers(0, 2**28 - 1))
-def test_uvarint_round_trip(value):
-    raw = encode_uvarint(value)
-    assert decode_uvarint(raw, 0) == (value, len(raw))
-
-
-def test_decode_api_versions_rejects_truncation():
+def test_api_versions_answer_rejects_truncation():
     body = api_versions_body_v0(BROKER_APIS)
-    with pytest.raises((ValueError, struct.error)):
-        decode_api_versions_response(body[:-2], 0)
-    assert decode_api_versions_response(body, 0)[1][METADATA].max_version == 12
+    with pytest.raises(ProtocolError):
+        read_api_versions(body[:-2], 0, 0)
+    answer = read_api_versions(body, 0, 0)
+    assert {e.api_key: e.max_version for e in answer.response.api_keys}[METADATA] == 12
 
 
 def test_handshake_is_internal_on_disconnect_and_timeout():

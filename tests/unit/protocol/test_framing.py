@@ -19,7 +19,6 @@ from kqactors.protocol.api import (
     request_header_version,
     response_header_version,
 )
-from kqactors.protocol.blocking import advertised_api_versions_max
 from kqactors.protocol.errors import EncodeError, ProtocolError, UnsupportedVersionError
 from kqactors.protocol.generated.api_versions import ApiVersion, ApiVersionsResponse
 from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchResponse, PartitionData
@@ -31,6 +30,7 @@ from kqactors.protocol.generated.metadata import (
     MetadataResponseTopic,
 )
 from kqactors.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from kqactors.protocol.handshake import advertised_api_versions_max
 
 
 def _produce_request(batch) -> ProduceRequest:

@@ -21,6 +21,7 @@ from kqactors.message import (
 )
 
 if TYPE_CHECKING:
+    from kqactors.consumer import Consumer
     from kqactors.producer import Producer
 
 __version__ = "0.1.0"
@@ -28,14 +29,18 @@ __version__ = "0.1.0"
 __all__ = [
     "OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED",
     "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE",
-    "KafkaError", "KafkaException", "Message", "Producer", "TopicPartition", "__version__",
+    "Consumer", "KafkaError", "KafkaException", "Message", "Producer", "TopicPartition", "__version__",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """Import the Producer (and with it the runtime and pyzmq) only when it is first used."""
+    """Import the clients (and with them the runtime and pyzmq) only when first used."""
     if name == "Producer":
         from kqactors.producer import Producer
 
         return Producer
+    if name == "Consumer":
+        from kqactors.consumer import Consumer
+
+        return Consumer
     raise AttributeError(f"module 'kqactors' has no attribute {name!r}")

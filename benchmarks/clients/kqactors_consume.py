@@ -1,0 +1,11 @@
+"""Benchmark runner: kqactors Consumer. Runs in: a fresh runner process per run."""
+
+from __future__ import annotations
+
+from _rdkafka_consume import run
+
+from kqactors.consumer import Consumer
+from kqactors.message import OFFSET_BEGINNING, TopicPartition
+
+if __name__ == "__main__":
+    run("kqactors", Consumer, TopicPartition, OFFSET_BEGINNING)

@@ -1,0 +1,492 @@
+"""Runs in: the main host (next to `main` and the broker actors). Owns the `cgrp` actor: it drives the pure
+consumer-group state machine (kqactors.cgrp.GroupStateMachine) with time, broker replies, metadata and the
+app's calls, and executes its actions — group requests to the coordinator's broker actor, rebalance /
+commit / error ops to the app's group queue — plus committed() lookups for the app.
+
+Ops in (app):  CGRP_SUBSCRIBE, CGRP_UNSUBSCRIBE, CGRP_COMMIT, CGRP_COMMITTED, CGRP_CLOSE (requests),
+               CGRP_POLL, CGRP_REBALANCE_DONE (sends). Most carry ``stored`` offsets (see _apply_stored).
+Ops out (app): CGRP_REBALANCE, CGRP_FETCH_START, CGRP_FETCH_STOP, CGRP_COMMIT_RESULT, CGRP_STATE, CGRP_ERROR.
+Ops out:       REQUEST (broker/N, kinds ``cgrp:<Api>``), METADATA (main).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kqactors.actors import ops
+from kqactors.actors.requests import REQUEST_KINDS, RequestKind, register_request_kind
+from kqactors.cgrp import (
+    Action,
+    Closed,
+    CommitResult,
+    CoordinatorChanged,
+    GroupSettings,
+    GroupStateMachine,
+    RebalanceCallback,
+    RequestMetadata,
+    SendRequest,
+    StartFetching,
+    StopFetching,
+    SurfaceError,
+)
+from kqactors.cgrp.commits import COORDINATOR_ERRORS
+from kqactors.cgrp.requests import build_request, coordinator_from_response, offset_fetch_partitions
+from kqactors.errors import KafkaError, KafkaException
+from kqactors.message import OFFSET_INVALID, TopicPartition
+from kqactors.protocol.api import api_info
+from kqactors.runtime.actor import Actor, ActorContext, on
+from kqactors.runtime.op import Op
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.05
+_TICK = "CGRP_TICK"
+_RUNTIME_TIMEOUT_CODES = {"TIMED_OUT"}
+
+
+
+# ---- op types (app <-> cgrp); candidates to move into kqactors.actors.ops ---------------------------------
+CGRP_SUBSCRIBE = "CGRP_SUBSCRIBE"          # app → cgrp request {topics}
+CGRP_UNSUBSCRIBE = "CGRP_UNSUBSCRIBE"      # app → cgrp request {stored}
+CGRP_POLL = "CGRP_POLL"                    # app → cgrp {stored}: poll()/consume() was called
+CGRP_REBALANCE_DONE = "CGRP_REBALANCE_DONE"  # app → cgrp {partitions|None, stored}: callback returned
+CGRP_COMMIT = "CGRP_COMMIT"                # app → cgrp (request when synchronous) {offsets|None, tag, stored}
+CGRP_COMMITTED = "CGRP_COMMITTED"          # app → cgrp request {partitions, timeout_ms}
+CGRP_CLOSE = "CGRP_CLOSE"                  # app → cgrp request {stored}; reply once the group is left
+CGRP_REBALANCE = "CGRP_REBALANCE"          # cgrp → app {kind, incremental, partitions, error_code}
+CGRP_FETCH_START = "CGRP_FETCH_START"      # cgrp → app {partitions: [[t, p, offset, epoch, meta, err]]}
+CGRP_FETCH_STOP = "CGRP_FETCH_STOP"        # cgrp → app {partitions}
+CGRP_COMMIT_RESULT = "CGRP_COMMIT_RESULT"  # cgrp → app {tag, error, partitions}: on_commit
+CGRP_STATE = "CGRP_STATE"                  # cgrp → app {member_id, generation_id, join_state, coordinator}
+CGRP_ERROR = "CGRP_ERROR"                  # cgrp → app {error: KafkaError.to_tuple()}
+APP_OP_TYPES = frozenset({CGRP_REBALANCE, CGRP_FETCH_START, CGRP_FETCH_STOP, CGRP_COMMIT_RESULT, CGRP_STATE,
+                          CGRP_ERROR})
+
+# ---- request kinds: one per group API, encoded by kqactors.cgrp.requests at the negotiated version ---------
+# The body travels back raw (bytes + version) and is decoded by the cgrp actor, so the state machine sees the
+# generated response classes. Max versions: librdkafka's (the mock cluster's
+# flexible JoinGroup/SyncGroup/LeaveGroup handlers drop the connection; static membership needs only these).
+GROUP_APIS = {"FindCoordinator": 2, "JoinGroup": 5, "SyncGroup": 3, "Heartbeat": 3, "LeaveGroup": 1,
+              "OffsetCommit": 7, "OffsetFetch": 7}
+
+
+def group_request_kind(api: str) -> str:
+    return f"cgrp:{api}"
+
+
+def _make_kind(api: str, max_version: int) -> RequestKind:
+    info = api_info(api)
+
+    def encode(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+        return [build_request(api, args, version).encode(version)]
+
+    def decode(version: int, body: bytes) -> dict[str, Any]:
+        return {"version": version, "body": bytes(body)}
+
+    return RequestKind(group_request_kind(api), info.key, 0, max_version, info.first_flexible, encode, decode)
+
+
+for _api, _max in GROUP_APIS.items():
+    if group_request_kind(_api) not in REQUEST_KINDS:
+        register_request_kind(_make_kind(_api, _max))
+
+
+def partitions_to_wire(partitions: list[TopicPartition], with_errors: bool = False) -> list[list[Any]]:
+    """[[topic, partition, offset, leader_epoch, metadata, error_code]] (msgpack-able)."""
+    return [[tp.topic, tp.partition, tp.offset, tp.leader_epoch if tp.leader_epoch is not None else -1,
+             tp.metadata, tp.error.code() if tp.error is not None else 0] for tp in partitions]
+
+
+def partitions_from_wire(rows: list[list[Any]]) -> list[TopicPartition]:
+    result = []
+    for topic, partition, offset, epoch, metadata, code in rows:
+        tp = TopicPartition(topic, partition, offset, metadata, epoch if epoch is not None and epoch >= 0 else None)
+        if code:
+            tp.error = KafkaError(code)
+        result.append(tp)
+    return result
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def reply_from_response(api: str, reply: Op) -> Any:
+    """A broker's RESPONSE (or a runtime error reply) → the decoded group response, or a KafkaError."""
+    if reply.error is not None:
+        code = KafkaError._TIMED_OUT if reply.error.code in _RUNTIME_TIMEOUT_CODES else KafkaError._TRANSPORT
+        return KafkaError(code, f"{api}: {reply.error.code}: {reply.error.message}")
+    payload = reply.payload or {}
+    code = int(payload.get("error_code", 0))
+    if code:
+        return KafkaError(code, f"{api}: {payload.get('reason') or KafkaError(code).str()}")
+    result = payload.get("result") or {}
+    try:
+        return api_info(api).response.decode(result["body"], int(result["version"]))
+    except Exception as exc:  # noqa: BLE001 - a malformed response is this request's error
+        return KafkaError(KafkaError._BAD_MSG, f"malformed {api} response: {exc}")
+
+
+class _CommittedQuery:
+    """One app committed() call: OffsetFetch through the coordinator, retried until its deadline."""
+
+    __slots__ = ("op", "partitions", "deadline")
+
+    def __init__(self, op: Op, partitions: list[list[Any]], deadline: float) -> None:
+        self.op, self.partitions, self.deadline = op, partitions, deadline
+
+
+class CgrpActor(Actor):
+    """The `cgrp` actor. ``config`` uses librdkafka property names (plain values only); group ops for the
+    app go to ("app", ``app_qid``)."""
+
+    def __init__(self, ctx: ActorContext, config: dict[str, Any] | None = None, app_qid: int = 0,
+                 main: str = "main") -> None:
+        super().__init__(ctx)
+        self.config = dict(config or {})
+        self.app_qid = int(app_qid)
+        self.main = main
+        self.settings = GroupSettings.from_config(self.config)
+        self.request_timeout_ms = int(self.config.get("socket.timeout.ms", 60000))
+        self.metadata_interval_ms = int(self.config.get("topic.metadata.refresh.interval.ms", 300000))
+        self.machine = GroupStateMachine(self.settings, _now_ms(), self.request_timeout_ms)
+        self.brokers: list[int] = []
+        self._rr = 0
+        self.waiting_for_broker: list[SendRequest] = []
+        self.metadata_in_flight = False
+        self.metadata_topics: list[str] | None = []
+        self.metadata_refreshed_at = 0.0
+        self.subscribed = False
+        self.sync_commits: dict[int, Op] = {}
+        self.close_waiters: list[Op] = []
+        self.committed_queries: list[_CommittedQuery] = []
+        self.lookup_coordinator: int | None = None
+        self.lookup_in_flight = False
+        self.missing_topics_reported: set[str] = set()
+        self.last_state: tuple | None = None
+
+    def on_start(self) -> None:
+        self.ctx.timer(TICK_SECONDS, Op(_TICK), repeat=True)
+        self._push_state()
+
+    # ---- driving the machine ---------------------------------------------------------------------------
+
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> None:
+        actions = getattr(self.machine, method)(*args, now=_now_ms(), **kwargs)
+        self._execute(actions)
+
+    def _execute(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, SendRequest):
+                self._send_request(action)
+            elif isinstance(action, RequestMetadata):
+                self.metadata_topics = action.topics
+                self._request_metadata()
+            elif isinstance(action, CoordinatorChanged):
+                if action.node_id >= 0 and action.node_id not in self.brokers:
+                    self._request_metadata()  # main spawns broker/N for the coordinator from metadata
+            elif isinstance(action, RebalanceCallback):
+                self._to_app(CGRP_REBALANCE, {"kind": action.kind, "incremental": action.incremental,
+                                              "partitions": partitions_to_wire(action.partitions),
+                                              "error_code": action.error.code()})
+            elif isinstance(action, StartFetching):
+                self._to_app(CGRP_FETCH_START, {"partitions": partitions_to_wire(action.partitions)})
+            elif isinstance(action, StopFetching):
+                self._to_app(CGRP_FETCH_STOP, {"partitions": partitions_to_wire(action.partitions)})
+            elif isinstance(action, CommitResult):
+                self._commit_result(action)
+            elif isinstance(action, SurfaceError):
+                self._to_app(CGRP_ERROR, {"error": action.error.to_tuple()})
+            elif isinstance(action, Closed):
+                waiters, self.close_waiters = self.close_waiters, []
+                for op in waiters:
+                    self.ctx.reply(op, Op(CGRP_CLOSE, {"error_code": 0}))
+        self._push_state()
+
+    def _to_app(self, op_type: str, payload: dict[str, Any]) -> None:
+        self.ctx.send("app", Op(op_type, payload), qid=self.app_qid)
+
+    def _push_state(self) -> None:
+        m = self.machine
+        state = (m.member_id, m.generation_id, m.join_state.name, m.coordinator[0] if m.coordinator else -1)
+        if state != self.last_state:
+            self.last_state = state
+            self._to_app(CGRP_STATE, {"member_id": state[0], "generation_id": state[1], "join_state": state[2],
+                                      "coordinator": state[3]})
+
+    @on(_TICK)
+    def _on_tick(self, _op: Op) -> None:
+        now = _now_ms()
+        due = self.machine.next_deadline()
+        if due is not None and due <= now:
+            self._execute(self.machine.tick(now))
+        if self.subscribed and now - self.metadata_refreshed_at >= self.metadata_interval_ms:
+            self._request_metadata()
+        if self.committed_queries:
+            self._serve_committed_queries()
+
+    # ---- requests to brokers ---------------------------------------------------------------------------
+
+    def _pick_broker(self) -> int | None:
+        if not self.brokers:
+            return None
+        self._rr += 1
+        return self.brokers[self._rr % len(self.brokers)]
+
+    def _send_request(self, action: SendRequest) -> None:
+        broker = action.broker_id if action.broker_id is not None else self._pick_broker()
+        if broker is None:
+            self.waiting_for_broker.append(action)
+            self._request_metadata()
+            return
+        self._broker_request(broker, action.api, action.fields, action.timeout_ms,
+                             lambda reply: self._on_group_reply(action, reply))
+
+    def _broker_request(self, broker: int, api: str, fields: dict[str, Any], timeout_ms: int, on_reply: Any) -> None:
+        payload = {"kind": group_request_kind(api), "args": fields, "timeout_ms": timeout_ms}
+        self.ctx.request(ops.broker_name(broker), Op(ops.REQUEST, payload), on_reply, timeout_ms / 1000 + 1.0)
+
+    def _on_group_reply(self, action: SendRequest, reply: Op) -> None:
+        response = reply_from_response(action.api, reply)
+        if isinstance(response, KafkaError) and response.code() == KafkaError._TRANSPORT and reply.error:
+            self._forget_broker_if_gone(action.broker_id, reply)
+        self._run("handle_response", action.request_id, response)
+
+    def _forget_broker_if_gone(self, broker: int | None, reply: Op) -> None:
+        if broker is not None and reply.error is not None and reply.error.code == "UNKNOWN_ACTOR":
+            if broker in self.brokers:
+                self.brokers.remove(broker)
+            self._request_metadata()
+
+    # ---- metadata --------------------------------------------------------------------------------------
+
+    def _request_metadata(self) -> None:
+        if self.metadata_in_flight:
+            return
+        self.metadata_in_flight = True
+        topics = self.metadata_topics
+        payload = {"topics": None if topics is None else list(topics), "timeout_ms": self.request_timeout_ms}
+        self.ctx.request(self.main, Op(ops.METADATA, payload), self._on_metadata,
+                         self.request_timeout_ms / 1000 + 1.0)
+
+    def _on_metadata(self, reply: Op) -> None:
+        self.metadata_in_flight = False
+        self.metadata_refreshed_at = _now_ms()
+        payload = reply.payload or {}
+        if reply.error is not None or payload.get("error_code") or not payload.get("metadata"):
+            self.ctx.timer(self.settings.retry_backoff_ms / 1000, Op(_TICK))
+            self.metadata_refreshed_at -= self.metadata_interval_ms - self.settings.retry_backoff_max_ms
+            return
+        wire = payload["metadata"]
+        self.brokers = sorted(int(b[0]) for b in wire.get("brokers", ()) if int(b[0]) >= 0)
+        waiting, self.waiting_for_broker = self.waiting_for_broker, []
+        for action in waiting:
+            self._send_request(action)
+        counts: dict[str, int] = {}
+        for name, error, _topic_id, parts in wire.get("topics", ()):
+            if not error and parts:
+                counts[name] = len(parts)
+            elif self.subscribed and name not in self.missing_topics_reported and not name.startswith("^"):
+                self.missing_topics_reported.add(name)
+                self._to_app(CGRP_ERROR, {"error": KafkaError(
+                    error or KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    f"Subscribed topic not available: {name}: {KafkaError(error or 3).str()}").to_tuple()})
+        if self.subscribed:
+            self._run("metadata_update", counts)
+
+    # ---- app ops ---------------------------------------------------------------------------------------
+
+    def _apply_stored(self, payload: dict[str, Any] | None) -> None:
+        """``stored``: [[topic, partition, next_offset, leader_epoch, metadata, explicit]] the app stored
+        since it last told us (explicit: store_offsets(); else enable.auto.offset.store positions)."""
+        for topic, partition, offset, epoch, metadata, explicit in (payload or {}).get("stored") or ():
+            epoch = epoch if epoch is not None and epoch >= 0 else None
+            if explicit:
+                try:
+                    self.machine.store_offsets([TopicPartition(topic, partition, offset, metadata, epoch)])
+                except KafkaException as exc:
+                    log.debug("store_offsets ignored: %s", exc)
+            else:
+                self.machine.auto_store(topic, partition, offset, epoch)
+
+    def _reply_status(self, op: Op, error: KafkaError | None = None, **extra: Any) -> None:
+        if op.is_request:
+            body = {"error": error.to_tuple() if error else None, **extra}
+            self.ctx.reply(op, Op(op.type, body))
+
+    @on(CGRP_SUBSCRIBE)
+    def _on_subscribe(self, op: Op) -> None:
+        try:
+            self.missing_topics_reported.clear()
+            self._run("subscribe", list(op.payload["topics"]))
+            self.subscribed = True
+        except KafkaException as exc:
+            self._reply_status(op, exc.args[0])
+            return
+        self._reply_status(op)
+
+    @on(CGRP_UNSUBSCRIBE)
+    def _on_unsubscribe(self, op: Op) -> None:
+        self._apply_stored(op.payload)
+        try:
+            self._run("unsubscribe")
+            self.subscribed = False
+            self.metadata_topics = []
+        except KafkaException as exc:
+            self._reply_status(op, exc.args[0])
+            return
+        self._reply_status(op)
+
+    @on(CGRP_POLL)
+    def _on_poll(self, op: Op) -> None:
+        self._apply_stored(op.payload)
+        self._run("poll_called")
+
+    @on(CGRP_REBALANCE_DONE)
+    def _on_rebalance_done(self, op: Op) -> None:
+        payload = op.payload or {}
+        self._apply_stored(payload)
+        given = payload.get("partitions")
+        partitions = None if given is None else [TopicPartition(t, p, off) for t, p, off, *_ in given]
+        try:
+            self._execute(self.machine.rebalance_done(_now_ms(), partitions))
+        except KafkaException as exc:
+            log.warning("rebalance_done ignored: %s", exc)
+
+    @on(CGRP_COMMIT)
+    def _on_commit(self, op: Op) -> None:
+        payload = op.payload or {}
+        self._apply_stored(payload)
+        offsets = payload.get("offsets")
+        tps = None if offsets is None else [TopicPartition(t, p, off, meta, epoch if epoch is not None else None)
+                                            for t, p, off, epoch, meta in offsets]
+        tag = ("sync", op.req_id) if op.is_request else ("async", payload.get("tag"))
+        if op.is_request:
+            self.sync_commits[op.req_id] = op
+        try:
+            self._execute(self.machine.commit(_now_ms(), tps, tag=tag))
+        except KafkaException as exc:
+            self.sync_commits.pop(op.req_id, None)
+            error = exc.args[0]
+            if op.is_request:
+                self._reply_status(op, error, partitions=[])
+            else:
+                self._to_app(CGRP_COMMIT_RESULT, {"tag": payload.get("tag"), "error": error.to_tuple(),
+                                                  "partitions": []})
+
+    def _commit_result(self, action: CommitResult) -> None:
+        kind, tag = action.tag if isinstance(action.tag, tuple) else ("auto", None)
+        parts = partitions_to_wire(action.partitions, with_errors=True)
+        error = action.error.to_tuple() if action.error else None
+        if kind == "sync":
+            op = self.sync_commits.pop(tag, None)
+            if op is not None:
+                self._reply_status(op, action.error, partitions=parts)
+            tag = None
+        if action.error is not None and action.error.code() == KafkaError._NO_OFFSET and kind == "auto":
+            return
+        self._to_app(CGRP_COMMIT_RESULT, {"tag": tag, "error": error, "partitions": parts})
+
+    @on(CGRP_CLOSE)
+    def _on_close(self, op: Op) -> None:
+        self._apply_stored(op.payload)
+        self.subscribed = False
+        if self.machine.closed:
+            self._reply_status(op)
+            return
+        if op.is_request:
+            self.close_waiters.append(op)
+        self._run("close")
+
+    # ---- committed() -----------------------------------------------------------------------------------
+
+    @on(CGRP_COMMITTED)
+    def _on_committed(self, op: Op) -> None:
+        payload = op.payload or {}
+        timeout_ms = int(payload.get("timeout_ms") or self.request_timeout_ms)
+        query = _CommittedQuery(op, [list(p[:2]) for p in payload.get("partitions") or ()],
+                                _now_ms() + timeout_ms)
+        self.committed_queries.append(query)
+        self._serve_committed_queries()
+
+    def _coordinator_for_lookup(self) -> int | None:
+        if self.machine.coordinator is not None:
+            return self.machine.coordinator[0]
+        if self.lookup_coordinator is not None:
+            return self.lookup_coordinator
+        broker = self._pick_broker()
+        if broker is None:
+            self._request_metadata()
+        elif not self.lookup_in_flight:
+            self.lookup_in_flight = True
+            fields = {"key": self.settings.group_id, "key_type": 0}
+            self._broker_request(broker, "FindCoordinator", fields, self.request_timeout_ms,
+                                 self._on_lookup_coordinator)
+        return None
+
+    def _on_lookup_coordinator(self, reply: Op) -> None:
+        self.lookup_in_flight = False
+        response = reply_from_response("FindCoordinator", reply)
+        if not isinstance(response, KafkaError):
+            code, node_id, *_ = coordinator_from_response(response)
+            if not code:
+                self.lookup_coordinator = node_id
+                if node_id not in self.brokers:
+                    self._request_metadata()
+        self._serve_committed_queries()
+
+    def _serve_committed_queries(self) -> None:
+        now = _now_ms()
+        for query in [q for q in self.committed_queries if q.deadline <= now]:
+            self.committed_queries.remove(query)
+            self._reply_status(query.op, KafkaError(KafkaError._TIMED_OUT, "committed(): timed out"), partitions=[])
+        pending = [q for q in self.committed_queries if q.partitions is not None]
+        if not pending:
+            return
+        coordinator = self._coordinator_for_lookup()
+        if coordinator is None:
+            return
+        for query in pending:
+            fields = {"group_id": self.settings.group_id, "partitions": query.partitions, "require_stable": True}
+            asked, query.partitions = query.partitions, None  # None: in flight
+            remaining = max(1, int(query.deadline - now))
+            self._broker_request(coordinator, "OffsetFetch", fields, remaining,
+                                 lambda reply, q=query, a=asked, c=coordinator: self._on_committed_reply(q, a, c, reply))
+
+    def _on_committed_reply(self, query: _CommittedQuery, asked: list[list[Any]], coordinator: int,
+                            reply: Op) -> None:
+        if query not in self.committed_queries:
+            return
+        response = reply_from_response("OffsetFetch", reply)
+        if isinstance(response, KafkaError):
+            group_error, found = response.code(), {}
+        else:
+            group_error, found = offset_fetch_partitions(response)
+        if group_error:
+            if group_error in COORDINATOR_ERRORS or group_error == KafkaError.COORDINATOR_LOAD_IN_PROGRESS \
+                    or group_error == KafkaError.UNSTABLE_OFFSET_COMMIT:
+                if self.lookup_coordinator == coordinator:
+                    self.lookup_coordinator = None
+                query.partitions = asked  # retried on the next tick until the deadline
+                return
+            self.committed_queries.remove(query)
+            self._reply_status(query.op, KafkaError(group_error, "committed(): OffsetFetch failed"), partitions=[])
+            return
+        self.committed_queries.remove(query)
+        result = []
+        for topic, partition in asked:
+            offset, epoch, metadata, code = found.get((topic, partition), (-1, -1, None, 0))
+            result.append([topic, partition, offset if offset >= 0 else OFFSET_INVALID, epoch, metadata or None,
+                           code])
+        self._reply_status(query.op, partitions=result)
+
+    def on_stop(self) -> None:
+        error = KafkaError(KafkaError._DESTROY, "consumer group actor stopped")
+        for op in list(self.sync_commits.values()) + self.close_waiters:
+            if not op.replied:
+                self._reply_status(op, error, partitions=[])
+        self.sync_commits.clear()
+        self.close_waiters.clear()
+

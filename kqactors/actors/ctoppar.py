@@ -1,0 +1,230 @@
+"""Runs in: a toppar host (one ConsumerTopparActor per assigned partition, many per host). Owns one partition
+of a consumer: which broker fetches it (the leader main tells it about), the version barrier for everything
+fetched, decoding fetched record sets (``consumer_core.SliceDecoder``: decompression, aborted transactions,
+control records) into packed message frames for the app, and bounded prefetch (``PrefetchCredit``) that opens
+and closes its broker's fetching of this partition.
+
+Ops in:  C_FETCH_START / C_FETCH_STOP / C_CREDIT / C_PREFETCH_LIMITS (app), LEADER (main),
+         B_FETCHED / B_FETCH_ERROR / B_FETCH_POSITION (broker/N).
+Ops out: C_READY / C_BATCH (app), TOPPAR_JOIN (main), B_FETCH_START / B_FETCH_STOP / B_FETCH_FLOW (broker/N).
+
+Staleness: data is accepted only from the broker currently fetching the partition, at the current version,
+and contiguous with what was accepted before (its fetch offset is the previous slice's next offset). So a
+slice from a former leader, or fetched before a seek, is dropped, never delivered twice or out of order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from kqactors import consumer_ops as cops
+from kqactors.actors import ops
+from kqactors.consumer_core import (
+    FetchedSlice,
+    FetchSettings,
+    MessageBatchWriter,
+    PrefetchCredit,
+    SliceDecoder,
+)
+from kqactors.consumer_core.settings import EARLIEST, ERROR
+from kqactors.errors import ERROR_CODES
+from kqactors.message import OFFSET_BEGINNING, OFFSET_END
+from kqactors.runtime.actor import Actor, ActorContext, on
+from kqactors.runtime.op import Op
+
+log = logging.getLogger(__name__)
+
+_REJOIN = "CTOPPAR_REJOIN"
+_JOIN_RETRY_S = 0.2
+_AUTO_OFFSET_RESET = ERROR_CODES["_AUTO_OFFSET_RESET"]
+
+
+class ConsumerTopparActor(Actor):
+    """ctoppar/<topic>/<partition>. Args: topic, partition, settings (FetchSettings.to_dict()), app_qid, main."""
+
+    def __init__(self, ctx: ActorContext, **args: Any) -> None:
+        super().__init__(ctx, **args)
+        self.topic: str = args["topic"]
+        self.partition: int = int(args["partition"])
+        self.settings = FetchSettings.from_dict(args.get("settings") or {})
+        self.app_qid = int(args.get("app_qid", 0))
+        self.main_name: str = args.get("main", "main")
+        self.decoder = SliceDecoder(self.settings)
+        self.credit = PrefetchCredit(self.settings.queued_min_messages,
+                                     max(1, self.settings.queued_max_messages_kbytes * 1024))
+        self.version = 0
+        self.active = False
+        self.paused = False
+        self.start_offset = OFFSET_END
+        self.next_offset = -1
+        self.broker_id = -1
+        self.joined = False
+        self.delivered_messages = 0
+        self.dropped_slices = 0
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        incarnation = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.ctx.send("app", Op(cops.CTOPPAR_READY, {"topic": self.topic, "partition": self.partition,
+                                                     "incarnation": incarnation}), qid=self.app_qid)
+        self._join()
+
+    def _join(self) -> None:
+        """Announce this partition to main (repeated until its first LEADER: an op to a just-started actor may
+        race the runtime's directory)."""
+        if self.joined:
+            return
+        self.ctx.send(self.main_name, Op(ops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
+                                                           "name": self.ctx.name}))
+        self.ctx.timer(_JOIN_RETRY_S, Op(_REJOIN))
+
+    @on(_REJOIN)
+    def _on_rejoin(self, _op: Op) -> None:
+        self._join()
+
+    def on_stop(self) -> None:
+        if self.active and self.broker_id >= 0:
+            self._to_broker(self.broker_id, cops.BROKER_FETCH_STOP, {"version": self.version})
+
+    # ---- app ---------------------------------------------------------------------------------------------
+
+    @on(cops.FETCH_START)
+    def _on_fetch_start(self, op: Op) -> None:
+        p = op.payload
+        version = int(p["version"])
+        if version < self.version:
+            return
+        self.version = version
+        self.credit.reset(version)
+        self.credit.set_limits(int(p.get("max_messages", self.credit.max_messages)),
+                               int(p.get("max_bytes", self.credit.max_bytes)))
+        self.paused = bool(p.get("paused", False))
+        offset = int(p["offset"])
+        if offset < 0 and offset not in (OFFSET_BEGINNING, OFFSET_END):
+            # OFFSET_STORED / OFFSET_INVALID without a committed offset: auto.offset.reset decides.
+            if self.settings.auto_offset_reset == ERROR:
+                self.active = False
+                self._send_error(offset, _AUTO_OFFSET_RESET,
+                                 "no valid start offset and auto.offset.reset is error")
+                return
+            offset = OFFSET_BEGINNING if self.settings.auto_offset_reset == EARLIEST else OFFSET_END
+        self.start_offset = offset
+        self.next_offset = offset if offset >= 0 else -1
+        self.active = True
+        self._start_broker()
+
+    @on(cops.FETCH_STOP)
+    def _on_fetch_stop(self, op: Op) -> None:
+        version = int(op.payload["version"])
+        if version < self.version:
+            return
+        self.version = version
+        self.credit.reset(version)
+        if self.active and self.broker_id >= 0:
+            self._to_broker(self.broker_id, cops.BROKER_FETCH_STOP, {"version": version})
+        self.active = False
+
+    @on(cops.CREDIT)
+    def _on_credit(self, op: Op) -> None:
+        p = op.payload
+        change = self.credit.credited(int(p["version"]), int(p["messages"]), int(p["nbytes"]))
+        self._flow(change)
+
+    @on(cops.PREFETCH_LIMITS)
+    def _on_limits(self, op: Op) -> None:
+        p = op.payload
+        self._flow(self.credit.set_limits(int(p["max_messages"]), int(p["max_bytes"])))
+
+    # ---- main --------------------------------------------------------------------------------------------
+
+    @on(ops.LEADER, ops.TOPPAR_JOIN)
+    def _on_leader(self, op: Op) -> None:
+        self.joined = True
+        new = int((op.payload or {}).get("broker_id", -1))
+        if new == self.broker_id:
+            return
+        old, self.broker_id = self.broker_id, new
+        if not self.active:
+            return
+        if old >= 0:
+            self._to_broker(old, cops.BROKER_FETCH_STOP, {"version": self.version})
+        self._start_broker()
+
+    # ---- broker ------------------------------------------------------------------------------------------
+
+    def _from_current(self, op: Op) -> bool:
+        p = op.payload
+        return (self.active and op.sender == ops.broker_name(self.broker_id)
+                and int(p.get("version", -1)) == self.version)
+
+    @on(cops.FETCHED)
+    def _on_fetched(self, op: Op) -> None:
+        p = op.payload
+        if not self._from_current(op) or (self.next_offset >= 0 and p["fetch_offset"] != self.next_offset):
+            self.dropped_slices += 1
+            return
+        sl = FetchedSlice.from_payload(p, op.frames[0] if op.frames else b"")
+        self.next_offset = sl.next_offset
+        batch = self.decoder.decode(sl)
+        if batch.is_empty:
+            return
+        self.delivered_messages += batch.messages
+        self.ctx.send("app", Op(cops.CONSUMER_BATCH, {
+            "topic": self.topic, "partition": self.partition, "version": self.version,
+            "messages": batch.messages, "high_watermark": sl.high_watermark,
+            "last_stable_offset": sl.last_stable_offset, "log_start_offset": sl.log_start_offset,
+        }, [batch.frame]), qid=self.app_qid)  # fmt: skip
+        self._flow(self.credit.delivered(batch.messages, batch.nbytes))
+
+    @on(cops.FETCH_ERROR)
+    def _on_fetch_error(self, op: Op) -> None:
+        if not self._from_current(op):
+            return
+        p = op.payload
+        self._send_error(int(p["offset"]), int(p["code"]), str(p.get("reason", "")))
+
+    @on(cops.FETCH_POSITION)
+    def _on_fetch_position(self, op: Op) -> None:
+        if self._from_current(op):
+            self.next_offset = int(op.payload["offset"])
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+
+    def _start_broker(self) -> None:
+        if not self.active or self.broker_id < 0:
+            return
+        offset = self.next_offset if self.next_offset >= 0 else self.start_offset
+        self._to_broker(self.broker_id, cops.BROKER_FETCH_START, {
+            "offset": offset, "version": self.version, "flow_open": self.credit.fetch_allowed,
+            "paused": self.paused})
+
+    def _flow(self, change: bool | None) -> None:
+        if change is not None and self.active and self.broker_id >= 0:
+            self._to_broker(self.broker_id, cops.FETCH_FLOW, {"open": change, "version": self.version})
+
+    def _to_broker(self, broker_id: int, op_type: str, payload: dict[str, Any]) -> None:
+        name = ops.broker_name(broker_id)
+        self._ensure_route(name)
+        self.ctx.send(name, Op(op_type, {"topic": self.topic, "partition": self.partition, **payload}))
+
+    def _send_error(self, offset: int, code: int, reason: str) -> None:
+        writer = MessageBatchWriter()
+        writer.add_error(offset, code, reason)
+        self.ctx.send("app", Op(cops.CONSUMER_BATCH, {
+            "topic": self.topic, "partition": self.partition, "version": self.version, "messages": 0,
+            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+        }, [writer.getvalue()]), qid=self.app_qid)  # fmt: skip
+
+    def _ensure_route(self, broker: str) -> None:
+        """Broker actors live on main's host; if this host's directory has not learned a broker's name yet,
+        point it there (same workaround as the producer toppar)."""
+        directory = getattr(getattr(self.ctx, "_core", None), "directory", None)
+        if directory is None or broker in directory:
+            return
+        main_host = directory.get(self.main_name)
+        if main_host is not None:
+            directory[broker] = main_host

@@ -1,0 +1,75 @@
+"""Consumer groups on Tansu (a Kafka-compatible broker with its own group coordinator): two kqactors members
+split a topic, consume everything, and their commits are what a confluent-kafka client reads back.
+Tansu's JoinGroup waits about half the session timeout, hence session.timeout.ms=6000."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kqactors.consumer import Consumer  # noqa: E402
+from kqactors.message import TopicPartition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+PARTITIONS = 4
+
+
+def _poll(consumers: list[Consumer], seen: list[set], seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for consumer, sink in zip(consumers, seen, strict=True):
+            msg = consumer.poll(0.05)
+            if msg is not None and msg.error() is None:
+                sink.add((msg.partition(), msg.offset()))
+
+
+def _wait(consumers: list[Consumer], seen: list[set], done, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not done():
+        _poll(consumers, seen, 0.1)
+    assert done(), "condition not reached in time"
+
+
+def test_group_on_tansu_splits_and_commits(tansu, unique_topic):
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
+    for future in admin.create_topics([NewTopic(unique_topic, PARTITIONS, 1)]).values():
+        future.result(15)
+    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap})
+    for i in range(PARTITIONS * 10):
+        producer.produce(unique_topic, value=b"v%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(15) == 0
+    conf = {"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{unique_topic}", "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "kqactors.hosts": 1}
+    first, second = Consumer(conf), Consumer(conf)
+    seen: list[set] = [set(), set()]
+    try:
+        first.subscribe([unique_topic])
+        second.subscribe([unique_topic])
+        consumers = [first, second]
+
+        def split() -> bool:
+            a, b = ({tp.partition for tp in c.assignment()} for c in consumers)
+            return len(a) == len(b) == PARTITIONS // 2 and a | b == set(range(PARTITIONS))
+
+        _wait(consumers, seen, split, 60)
+        everything = {(i % PARTITIONS, i // PARTITIONS) for i in range(PARTITIONS * 10)}
+        _wait(consumers, seen, lambda: seen[0] | seen[1] == everything, 30)
+        for consumer in consumers:
+            consumer.commit(asynchronous=False)
+        reader = confluent_kafka.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{unique_topic}"})
+        try:
+            committed = reader.committed([confluent_kafka.TopicPartition(unique_topic, p) for p in range(PARTITIONS)],
+                                         timeout=15)
+        finally:
+            reader.close()
+        assert [tp.offset for tp in committed] == [10] * PARTITIONS
+        assert [tp.offset for tp in first.committed([TopicPartition(unique_topic, p) for p in range(PARTITIONS)])] \
+            == [10] * PARTITIONS
+    finally:
+        first.close()
+        second.close()

@@ -22,7 +22,7 @@ from kqactors.cli.perf_produce import ProduceRun, run_produce
 from kqactors.cli.perf_stats import ProgressLine
 from kqactors.errors import KafkaException
 
-__all__ = ["add_parser", "run_perf", "producer_config", "parse_properties", "main"]
+__all__ = ["add_parser", "run_perf", "producer_config", "parse_properties"]
 
 ProducerFactory = Callable[[Mapping[str, Any]], Any]
 COMPRESSION_CHOICES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -238,19 +238,3 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (``python -m kqactors.cli.perf produce ...``) until ``kqactors perf`` is wired."""
-    parser = argparse.ArgumentParser(prog="kqactors")
-    add_parser(parser.add_subparsers(dest="command", metavar="COMMAND"))
-    options = parser.parse_args(argv)
-    handler = getattr(options, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return 2
-    return int(handler(options) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,6 @@ messages' arrival is checked independently with confluent-kafka (partition count
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -25,8 +24,6 @@ ck_admin = pytest.importorskip("confluent_kafka.admin")
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HAVE_KQ_PRODUCER = importlib.util.find_spec("kqactors.producer") is not None
-NO_KQ_PRODUCER = "kqactors.Producer (kqactors/producer.py) is not in this tree yet"
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -93,9 +90,8 @@ def test_embedded_broker_is_started_and_stopped(capsys):
     assert tansu_children() == before
 
 
-@pytest.mark.skipif(not HAVE_KQ_PRODUCER, reason=NO_KQ_PRODUCER)
 def test_kqactors_perf_produce_command_with_kqactors_producer(tansu, unique_topic):
-    command = [sys.executable, "-m", "kqactors.cli.perf", "perf", "produce", "-b", tansu.bootstrap,
+    command = [sys.executable, "-m", "kqactors.cli.main", "perf", "produce", "-b", tansu.bootstrap,
                "--topic", unique_topic, "--partitions", "3", "--count", "4000", "--size", "100",
                "--linger-ms", "5", "--json", "-q"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=90, cwd=REPO_ROOT)
@@ -108,7 +104,7 @@ def test_kqactors_perf_produce_command_with_kqactors_producer(tansu, unique_topi
 
 @pytest.mark.parametrize("client", [
     "confluent-kafka",
-    pytest.param("kqactors", marks=pytest.mark.skipif(not HAVE_KQ_PRODUCER, reason=NO_KQ_PRODUCER)),
+    "kqactors",
 ])
 def test_benchmark_harness_measures_a_fresh_runner_process_tree(tansu, unique_topic, client):
     sys.path.insert(0, str(REPO_ROOT / "benchmarks"))

@@ -205,6 +205,18 @@ class Partitioner:
         if self._hash in _PURE_PYTHON_HASHES:
             self._hash_cache = {}
 
+    @property
+    def null_key_sticky_ms(self) -> int:
+        """sticky.partitioning.linger.ms when null keys go to a sticky random partition, else 0.
+
+        A caller may then remember the partition this returns for a null key, per topic and partition
+        count, for that long and skip the call (the producer's fast path); a custom partitioner or a
+        hash partitioner that hashes null keys makes it 0.
+        """
+        if self._custom is not None or not self._null_random:
+            return 0
+        return self._sticky_linger_ms
+
     def __call__(self, topic: str, key: Any, partition_count: int,
                  available: Sequence[int] | None = None) -> int:
         """Partition for ``key`` in a topic with ``partition_count`` partitions.

@@ -94,6 +94,9 @@ class Producer:
         self._logger = callbacks.get("logger") or _log
         self._only_errors = bool(conf["delivery.report.only.error"])
         self._partitioner = Partitioner(conf["partitioner"], int(conf["sticky.partitioning.linger.ms"]))
+        # Null-key fast path: topic → (partition, wall-clock ms it expires at, partition count).
+        self._null_sticky_ms = self._partitioner.null_key_sticky_ms
+        self._null_sticky: dict[str, tuple[int, int, int]] = {}
         shipped = conf.to_dict()
         self._settings = ProducerSettings.from_config(shipped)
         self._max_message_bytes = int(conf["message.max.bytes"])
@@ -175,7 +178,19 @@ class Producer:
                 return
             # An explicit partition can wait in its toppar for the leader (or time out there).
         elif partition < 0:
-            partition = self._partitioner(topic, key, count)
+            if key is None and self._null_sticky_ms:
+                # The sticky choice is cached until it expires, read with the timestamp's clock read.
+                now_ms = _time_ns() // 1_000_000
+                if timestamp == 0:
+                    timestamp = now_ms
+                sticky = self._null_sticky.get(topic)
+                if sticky is not None and now_ms < sticky[1] and sticky[2] == count:
+                    partition = sticky[0]
+                else:
+                    partition = self._partitioner(topic, None, count)
+                    self._null_sticky[topic] = (partition, now_ms + self._null_sticky_ms, count)
+            else:
+                partition = self._partitioner(topic, key, count)
         elif partition >= count:
             raise KafkaException(KafkaError(E["_UNKNOWN_PARTITION"],
                                             f"Partition {partition} does not exist in topic {topic}"))
@@ -387,13 +402,19 @@ class Producer:
             return
         flush = self._flushing > 0
         sends = []
-        for buf, first, count, first_enq, frame in taken:
-            if not buf.spawned and not self._spawn(buf):
-                self._fail_handover(buf, first, count)
-                continue
+        for buf, first, count, first_enq, frame, headers, cuts in taken:
+            if not buf.spawned:
+                if not self._spawn(buf):
+                    self._fail_handover(buf, first, count)
+                    continue
+                self._spawn_siblings(buf.topic)
             if buf.restart_notice:
                 sends.append((buf, Op(RESTARTED, {})))
             payload = {"first_msgid": first, "count": count, "enq_time": first_enq, "flush": flush}
+            if headers:
+                payload["headers"] = headers
+            if cuts:
+                payload["cuts"] = cuts
             sends.append((buf, Op(ops.PRODUCE, payload, [frame])))
         if not sends:
             return
@@ -451,6 +472,16 @@ class Producer:
     def _fail_handover(self, buf: Any, first: int, count: int) -> None:
         self._buffers.complete(buf.topic, buf.partition, [(first, count, E["_TRANSPORT"], -1, -1)],
                                self._on_delivery, self._only_errors)
+
+    def _spawn_siblings(self, topic: str) -> None:
+        """Start the toppars of a topic's other partitions too, as librdkafka creates all of a topic's
+        toppars from metadata: the sticky partitioner moves on to them within milliseconds, and a toppar
+        started then would stall the hand-over while messages pile up."""
+        count = self._partition_counts.get(topic) or 0
+        for partition in range(count):
+            sibling = self._buffers.buffer_for(topic, partition)
+            if not sibling.spawned:
+                self._spawn(sibling)  # on failure it is retried when a message goes there
 
     def _spawn(self, buf: Any) -> bool:
         # Consecutive partitions of a topic go to consecutive hosts, so a topic's load (compression and

@@ -90,17 +90,20 @@ class ProducerBuffers:
             self.unsent += 1
         return True
 
-    def take_all(self) -> list[tuple[PartitionBuffer, int, int, float, bytes]]:
-        """Take every non-empty packer: (buffer, first_msgid, count, first_enq_time, frame)."""
+    def take_all(self) -> list[tuple[PartitionBuffer, int, int, float, bytes, int, list]]:
+        """Take every non-empty packer: (buffer, first_msgid, count, first_enq_time, frame, header count,
+        segment cuts)."""
         out = []
         with self.lock:
             if not self.unsent:
                 return out
             for buf in self.partitions.values():
                 if buf.packer.count:
-                    first, count, first_enq, frame = buf.packer.take()
+                    packer = buf.packer
+                    headers, cuts = packer.headers, packer.cuts
+                    first, count, first_enq, frame = packer.take()
                     buf.handed_upto = first + count - 1
-                    out.append((buf, first, count, first_enq, frame))
+                    out.append((buf, first, count, first_enq, frame, headers, cuts))
             self.unsent = 0
         return out
 
@@ -159,7 +162,7 @@ class ProducerBuffers:
         """Report every message still in a packer (never handed to a toppar) with ``error_code``."""
         taken = self.take_all()
         total = 0
-        for buf, first, count, _enq, _frame in taken:
+        for buf, first, count, _enq, _frame, _headers, _cuts in taken:
             total += self.complete(buf.topic, buf.partition, [(first, count, error_code, -1, -1)], default_cb,
                                    False)
         return total
@@ -194,6 +197,14 @@ class ProducerBuffers:
         with self.lock:
             self.unsent = 0
         return total
+
+    def buffer_for(self, topic: str, partition: int) -> PartitionBuffer:
+        """The buffer of a partition, created empty if no message went there yet."""
+        with self.lock:
+            buf = self.partitions.get((topic, partition))
+            if buf is None:
+                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
+            return buf
 
     def partitions_with_pending(self) -> list[PartitionBuffer]:
         with self.lock:

@@ -16,11 +16,11 @@ from typing import Any
 from kqactors.actors import ops
 from kqactors.errors import ERROR_CODES
 from kqactors.producer_core.batch import Batch
-from kqactors.producer_core.packing import unpack_messages
 from kqactors.producer_core.partition import Effects, PartitionProducer
 from kqactors.producer_core.settings import ProducerSettings
 from kqactors.records.batch_v2 import RecordBatchBuilder, restamp
 from kqactors.records.compression import codec_id
+from kqactors.records.packed import ENTRY as _PACKED_ENTRY
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import ErrorCode, Op
 
@@ -34,6 +34,7 @@ DRAINED = "DRAINED"
 TOPPAR_WAKE = "TOPPAR_WAKE"
 RESTARTED = "TOPPAR_RESTARTED"
 
+_PACKED_ENTRY_SIZE = _PACKED_ENTRY.size
 _MIN_TIMER_S = 0.0005
 _INFLIGHT_SLACK_S = 5.0
 
@@ -85,7 +86,14 @@ class TopparActor(Actor):
     def _on_produce(self, op: Op) -> None:
         payload = op.payload
         try:
-            messages = unpack_messages(op.frames[0], int(payload["count"]))
+            first_msgid = int(payload["first_msgid"])
+            count = int(payload["count"])
+            frame = op.frames[0]
+            if type(frame) is not bytes:
+                frame = bytes(frame)
+            if len(frame) < _PACKED_ENTRY_SIZE * count:
+                raise ValueError(f"frame of {len(frame)} bytes cannot hold {count} messages")
+            enq_time = float(payload["enq_time"])
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             log.error("%s: malformed PRODUCE op dropped: %r", self.ctx.name, exc)
             first = int(payload.get("first_msgid", 0)) if isinstance(payload, dict) else 0
@@ -93,7 +101,10 @@ class TopparActor(Actor):
             if count:
                 self._send_dr([(first, count, ops.ERR__BAD_MSG, -1, -1)])
             return
-        self.core.enqueue(int(payload["first_msgid"]), messages, float(payload["enq_time"]))
+        # The frame is queued whole and only walked once, by the record encoder; a frame that turns out
+        # malformed there fails its batch with _BAD_MSG (one delivery report per message still).
+        self.core.enqueue_frame(first_msgid, count, frame, int(payload.get("headers", 0)), enq_time,
+                                payload.get("cuts"))
         if payload.get("flush"):
             self.core.request_flush()
         self._pump()
@@ -227,7 +238,13 @@ class TopparActor(Actor):
     def _encode(self, batch: Batch) -> bytearray:
         builder = RecordBatchBuilder(codec=self.codec, level=self.level, producer_id=batch.producer_id,
                                      producer_epoch=batch.epoch, base_sequence=batch.base_seq)
-        builder.append_many((m.timestamp, m.key, m.value, m.headers) for m in batch.msgs)
+        slices = batch.slices
+        appended = 0
+        for frame, start, end in slices or ():
+            appended += builder.append_packed(frame, start, end)
+        if appended != batch.count:
+            raise ValueError(f"batch {batch.batch_id} holds {appended} packed messages, expected {batch.count}")
+        batch.slices = None  # the encoded payload is what a retry sends; free the frames
         return builder.build()
 
     def _after(self, effects: Effects, send: bool = True) -> None:

@@ -5,20 +5,21 @@ batching, retry/backoff and timeout bookkeeping, idempotent sequences/epochs and
 classification; ``kqactors.actors.toppar`` and ``kqactors.producer`` wire it to the runtime.
 """
 
-from kqactors.producer_core.batch import Batch, QueuedMsg
+from kqactors.producer_core.batch import Batch, Chunk
 from kqactors.producer_core.classify import ProduceErrorAction, classify_produce_error
 from kqactors.producer_core.idempotence import IdempotenceState
-from kqactors.producer_core.packing import MessagePacker, unpack_messages
+from kqactors.producer_core.packing import MessagePacker, pack_messages, unpack_messages
 from kqactors.producer_core.partition import DrRow, Effects, PartitionProducer
 from kqactors.producer_core.settings import ProducerSettings, retry_backoff_ms
 
 __all__ = [
     "Batch",
-    "QueuedMsg",
+    "Chunk",
     "ProduceErrorAction",
     "classify_produce_error",
     "IdempotenceState",
     "MessagePacker",
+    "pack_messages",
     "unpack_messages",
     "DrRow",
     "Effects",

@@ -1,18 +1,22 @@
-"""Queued messages and message batches of one partition.
+"""Queue chunks and message batches of one partition.
 
-Runs in: toppar hosts. Owns the two record shapes the partition core moves around: ``QueuedMsg`` (one
-message waiting in the partition queue) and ``Batch`` (consecutive messages cut from the queue, sent and
-possibly retried as one unit so an idempotent retry carries exactly the same sequence range).
+Runs in: toppar hosts. Owns the two shapes the partition core moves around: ``Chunk`` (the still-queued
+part of one PRODUCE frame: a msgid range sharing one enqueue time) and ``Batch`` (consecutive messages cut
+from the queue — slices of one or more frames — sent and possibly retried as one unit so an idempotent
+retry carries exactly the same sequence range). Messages are never held as one Python object each.
 """
 
 from __future__ import annotations
 
-__all__ = ["QueuedMsg", "Batch", "BATCH_OVERHEAD", "wrap_seq"]
+__all__ = ["Chunk", "Batch", "FrameSlice", "BATCH_OVERHEAD", "wrap_seq"]
 
 BATCH_OVERHEAD = 61
 """RecordBatch v2 header size; counted against batch.size before the first record."""
 
 _SEQ_MOD = 1 << 31
+
+FrameSlice = tuple[bytes, int, int]
+"""(frame, start, end): packed messages ``frame[start:end]`` (layout: ``kqactors.records.packed``)."""
 
 
 def wrap_seq(seq: int) -> int:
@@ -20,25 +24,26 @@ def wrap_seq(seq: int) -> int:
     return seq % _SEQ_MOD
 
 
-class QueuedMsg:
-    """One message in the partition queue; ``deadline`` is a clock value (inf when no timeout)."""
+class Chunk:
+    """Queued messages of one PRODUCE frame not yet cut into a batch: ``frame[pos:end]`` holds ``count``
+    messages from ``first_msgid``; ``size`` is their record size estimate; ``deadline`` a clock value
+    (inf when no timeout). All of them were enqueued together, so they time out together."""
 
-    __slots__ = ("msgid", "timestamp", "key", "value", "headers", "size", "enq_time", "deadline")
+    __slots__ = ("frame", "pos", "end", "first_msgid", "count", "size", "enq_time", "deadline")
 
-    def __init__(self, msgid: int, timestamp: int, key: bytes | None, value: bytes | None,
-                 headers: list[tuple[str, bytes | None]] | None, size: int, enq_time: float,
-                 deadline: float) -> None:
-        self.msgid = msgid
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = headers
+    def __init__(self, frame: bytes, pos: int, end: int, first_msgid: int, count: int, size: int,
+                 enq_time: float, deadline: float) -> None:
+        self.frame = frame
+        self.pos = pos
+        self.end = end
+        self.first_msgid = first_msgid
+        self.count = count
         self.size = size
         self.enq_time = enq_time
         self.deadline = deadline
 
     def __repr__(self) -> str:
-        return f"QueuedMsg(msgid={self.msgid}, size={self.size})"
+        return f"Chunk(msgids={self.first_msgid}..{self.first_msgid + self.count - 1}, size={self.size})"
 
 
 class Batch:
@@ -49,12 +54,17 @@ class Batch:
     sequence changed after encoding (KIP-360 epoch bump): the actor then patches the header and CRC.
     """
 
-    __slots__ = ("batch_id", "msgs", "size", "retries", "backoff_until", "producer_id", "epoch",
-                 "base_seq", "payload", "needs_restamp", "broker_id", "sent_at", "possibly_persisted")
+    __slots__ = ("batch_id", "slices", "first_msgid", "count", "deadline", "size", "retries", "backoff_until",
+                 "producer_id", "epoch", "base_seq", "payload", "needs_restamp", "broker_id", "sent_at",
+                 "possibly_persisted")
 
-    def __init__(self, batch_id: int, msgs: list[QueuedMsg], size: int) -> None:
+    def __init__(self, batch_id: int, slices: list[FrameSlice], first_msgid: int, count: int, size: int,
+                 deadline: float) -> None:
         self.batch_id = batch_id
-        self.msgs = msgs
+        self.slices: list[FrameSlice] | None = slices  # dropped once encoded (the payload is kept)
+        self.first_msgid = first_msgid
+        self.count = count
+        self.deadline = deadline  # the batch times out with its oldest message
         self.size = size
         self.retries = 0
         self.backoff_until = 0.0
@@ -68,25 +78,12 @@ class Batch:
         self.possibly_persisted = False
 
     @property
-    def first_msgid(self) -> int:
-        return self.msgs[0].msgid
-
-    @property
     def last_msgid(self) -> int:
-        return self.msgs[-1].msgid
-
-    @property
-    def count(self) -> int:
-        return len(self.msgs)
-
-    @property
-    def deadline(self) -> float:
-        """The batch times out with its oldest message."""
-        return self.msgs[0].deadline
+        return self.first_msgid + self.count - 1
 
     @property
     def next_seq(self) -> int:
-        return wrap_seq(self.base_seq + len(self.msgs))
+        return wrap_seq(self.base_seq + self.count)
 
     def __repr__(self) -> str:
         return (f"Batch(id={self.batch_id}, msgids={self.first_msgid}..{self.last_msgid}, "

@@ -79,7 +79,7 @@ class IdempotenceState:
         batch.producer_id = self.producer_id
         batch.epoch = self.epoch
         batch.base_seq = self.next_seq
-        self.next_seq = wrap_seq(self.next_seq + len(batch.msgs))
+        self.next_seq = wrap_seq(self.next_seq + batch.count)
 
     def same_identity(self, batch: Batch) -> bool:
         return batch.producer_id == self.producer_id and batch.epoch == self.epoch

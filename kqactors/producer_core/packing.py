@@ -1,27 +1,27 @@
 """Message packing between the app facade and toppar actors.
 
-Runs in: the app process (``MessagePacker.append`` on every produce()) and toppar hosts
-(``unpack_messages`` once per PRODUCE op). Owns the byte layout of a PRODUCE op's single frame and of
-the compact delivery-report rows a toppar sends back.
+Runs in: the app process (``MessagePacker.append`` on every produce()) and toppar hosts (``pack_messages``
+for callers holding tuples, ``unpack_messages`` for tools and tests). Owns writing a PRODUCE op's single
+frame; the layout itself lives in ``kqactors.records.packed`` because the record encoder reads it directly.
 
 Why a hand-made layout instead of msgpack: the app side pays per message, so appending must be one
-``struct.pack`` plus up to two ``bytearray +=``; the toppar side pays once per message to cut the buffer
-back into (timestamp, key, value, headers) tuples.
-
-Frame layout, little-endian, one entry per message, msgids implicit (first_msgid + index)::
-
-    int64 timestamp_ms | int32 key_len (-1 = null) | int32 value_len (-1 = null) | uint16 header_count
-    key bytes | value bytes
-    header_count × ( uint16 name_len | int32 value_len (-1 = null) | name utf-8 | value bytes )
+``struct.pack`` plus a few list appends; the toppar side never cuts the frame into per-message objects —
+it keeps whole frames as queue chunks and encodes records straight from them.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+from kqactors.records.packed import ENTRY as _ENTRY
+from kqactors.records.packed import HEADER as _HEADER
+from kqactors.records.packed import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 
 __all__ = [
     "MessagePacker",
+    "SEGMENT_BYTES",
+    "pack_messages",
     "PackedMessage",
     "unpack_messages",
     "record_size_estimate",
@@ -29,17 +29,13 @@ __all__ = [
     "HEADER_MAX_OVERHEAD",
 ]
 
-_ENTRY = struct.Struct("<qiiH")
-_HEADER = struct.Struct("<Hi")
 _ENTRY_SIZE = _ENTRY.size
 _ENTRY_PACK = _ENTRY.pack
 _HEADER_SIZE = _HEADER.size
 
-RECORD_MAX_OVERHEAD = 36
-"""Worst-case RecordBatch v2 per-record framing: length(5) attributes(1) timestamp delta(10)
-offset delta(5) key length(5) value length(5) header count(5) varint bytes."""
-HEADER_MAX_OVERHEAD = 10
-"""Worst-case per-header framing: name length(5) + value length(5) varint bytes."""
+SEGMENT_BYTES = 64 * 1024
+"""Frame bytes per segment (see ``MessagePacker.cuts``): small against batch.size's default of 1 MB, large
+enough that a segment holds hundreds of small messages."""
 
 Headers = Sequence[tuple[str, bytes | None]]
 PackedMessage = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
@@ -59,7 +55,7 @@ class MessagePacker:
     takes under its own lock.
     """
 
-    __slots__ = ("_parts", "count", "first_msgid", "nbytes", "first_enq")
+    __slots__ = ("_parts", "count", "first_msgid", "nbytes", "first_enq", "headers", "cuts", "_cut_at")
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
@@ -67,6 +63,11 @@ class MessagePacker:
         self.first_msgid = 0
         self.nbytes = 0
         self.first_enq = 0.0
+        self.headers = 0  # headers in the frame so far (the toppar's size estimate needs it)
+        # Segment boundaries, cumulative [count, frame bytes, headers], every SEGMENT_BYTES: the toppar
+        # queues each segment as its own chunk, so a batch can end between them without a frame walk.
+        self.cuts: list[list[int]] = []
+        self._cut_at = SEGMENT_BYTES
 
     def append(self, msgid: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
                headers: Headers | None, enq_time: float) -> None:
@@ -88,6 +89,7 @@ class MessagePacker:
             size += vlen
         if headers:
             parts.append(_ENTRY_PACK(timestamp_ms, klen, vlen, len(headers)))
+            self.headers += len(headers)
             if klen > 0:
                 parts.append(key)
             if vlen > 0:
@@ -107,8 +109,11 @@ class MessagePacker:
                 parts.append(key)
             if vlen > 0:
                 parts.append(value)
-        self.nbytes += size
         self.count += 1
+        self.nbytes += size
+        if self.nbytes >= self._cut_at:
+            self.cuts.append([self.count, self.nbytes, self.headers])
+            self._cut_at = self.nbytes + SEGMENT_BYTES
 
     def __len__(self) -> int:
         return self.count
@@ -117,13 +122,27 @@ class MessagePacker:
         return self.nbytes
 
     def take(self) -> tuple[int, int, float, bytes]:
-        """Return (first_msgid, count, first_enq_time, frame) and reset the buffer."""
+        """Return (first_msgid, count, first_enq_time, frame) and reset the buffer (read ``headers`` and
+        ``cuts`` first if they are needed)."""
         result = (self.first_msgid, self.count, self.first_enq, b"".join(self._parts))
         self._parts = []
         self.count = 0
         self.first_msgid = 0
         self.nbytes = 0
+        self.headers = 0
+        self.cuts = []
+        self._cut_at = SEGMENT_BYTES
         return result
+
+
+def pack_messages(messages: Iterable[PackedMessage]) -> tuple[bytes, int, int]:
+    """Pack (timestamp, key, value, headers) tuples into one frame; returns (frame, count, header count)."""
+    packer = MessagePacker()
+    for msgid, (timestamp, key, value, headers) in enumerate(messages):
+        packer.append(msgid, timestamp, key, value, headers, 0.0)
+    headers = packer.headers
+    _first, count, _enq, frame = packer.take()
+    return frame, count, headers
 
 
 def unpack_messages(frame: bytes | memoryview, count: int) -> list[PackedMessage]:

@@ -7,7 +7,7 @@ how many batches may be in flight, what a Produce result means (classify + idemp
 backoff and counting, message.timeout.ms for queued, retrying and in-flight messages, purge, and the
 KIP-360 drain/epoch-bump handshake.
 
-The actor drives it with events (``enqueue``, ``set_leader``, ``set_pid``, ``on_result``, ``expire``,
+The actor drives it with events (``enqueue_frame``, ``set_leader``, ``set_pid``, ``on_result``, ``expire``,
 ``purge``, ``request_flush``), asks ``next_batch`` for work and ``next_wakeup`` for its timer, and after
 each event collects the side effects with ``take_effects``.
 """
@@ -21,11 +21,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kqactors.producer_core.batch import BATCH_OVERHEAD, Batch, QueuedMsg
+from kqactors.producer_core.batch import BATCH_OVERHEAD, Batch, Chunk, FrameSlice
 from kqactors.producer_core.classify import PERMANENT, POSSIBLY_PERSISTED, REFRESH, E, classify_produce_error
 from kqactors.producer_core.idempotence import IdempotenceState
-from kqactors.producer_core.packing import PackedMessage, record_size_estimate
+from kqactors.producer_core.packing import PackedMessage, pack_messages
 from kqactors.producer_core.settings import ProducerSettings, retry_backoff_ms
+from kqactors.records.packed import frame_size_estimate, scan_packed
 
 __all__ = ["PartitionProducer", "Effects", "DrRow", "INFLIGHT_GRACE_S"]
 
@@ -53,6 +54,24 @@ class Effects:
             or self.fatal is not None
 
 
+def _checked_cuts(cuts: list, count: int, frame_len: int, headers: int) -> list | None:
+    """Segment boundaries plus the frame's end, or None unless every field rises within the frame."""
+    bounds = []
+    previous = (0, 0, 0)
+    try:
+        for upto, end, upto_headers in cuts:
+            upto, end, upto_headers = int(upto), int(end), int(upto_headers)
+            if not (previous[0] <= upto <= count and previous[1] <= end <= frame_len
+                    and previous[2] <= upto_headers <= headers):
+                return None
+            bounds.append((upto, end, upto_headers))
+            previous = (upto, end, upto_headers)
+    except (TypeError, ValueError):
+        return None
+    bounds.append((count, frame_len, headers))
+    return bounds
+
+
 class PartitionProducer:
     """Producer state machine of one partition (see module docstring)."""
 
@@ -64,8 +83,9 @@ class PartitionProducer:
         self.settings = settings
         self.clock = clock
         self.rand = rand
-        self.queue: deque[QueuedMsg] = deque()
+        self.queue: deque[Chunk] = deque()   # PRODUCE frames (their unsent tails), oldest first
         self.queue_bytes = 0
+        self.queue_count = 0
         self.retry: list[Batch] = []          # sorted by first msgid; always sent before the queue
         self.inflight: dict[int, Batch] = {}  # batch_id → batch, in send order
         self.leader = -1
@@ -86,23 +106,33 @@ class PartitionProducer:
 
     # ---- events -------------------------------------------------------------------------------------
     def enqueue(self, first_msgid: int, messages: Iterable[PackedMessage], enq_time: float) -> None:
-        """Append messages (consecutive msgids from ``first_msgid``) produced at ``enq_time``."""
-        deadline = enq_time + self._timeout_s
-        msgid = first_msgid
-        queue = self.queue
-        added = 0
-        for ts, key, value, headers in messages:
-            hsize = 0
-            if headers:
-                for name, hval in headers:
-                    hsize += 10 + len(name) + (len(hval) if hval else 0)
-            size = record_size_estimate(len(key) if key else 0, len(value) if value else 0, hsize)
-            queue.append(QueuedMsg(msgid, ts, key, value, headers, size, enq_time, deadline))
-            added += size
-            msgid += 1
-        self.queue_bytes += added
-        if msgid > first_msgid:
-            self._last_msgid = msgid - 1
+        """Append (timestamp, key, value, headers) tuples (consecutive msgids from ``first_msgid``) produced
+        at ``enq_time``; packs them into one frame (the actor's path is ``enqueue_frame``)."""
+        frame, count, headers = pack_messages(messages)
+        self.enqueue_frame(first_msgid, count, frame, headers, enq_time)
+
+    def enqueue_frame(self, first_msgid: int, count: int, frame: bytes, headers: int, enq_time: float,
+                      cuts: list | None = None) -> None:
+        """Queue a packed frame of ``count`` messages holding ``headers`` headers in all, produced at
+        ``enq_time``. The frame is kept whole; batches take slices of it. ``cuts`` (the packer's segment
+        boundaries, cumulative ``[count, frame offset, headers]``) split it into several queue chunks so
+        batches can end between them without walking the frame; malformed cuts are ignored."""
+        if count > 0:
+            deadline = enq_time + self._timeout_s
+            bounds = _checked_cuts(cuts, count, len(frame), headers) if cuts else None
+            if bounds is None:
+                bounds = ((count, len(frame), headers),)
+            queue = self.queue
+            done = pos = done_headers = 0
+            for upto, end, upto_headers in bounds:
+                if upto <= done:
+                    continue
+                size = frame_size_estimate(end - pos, upto - done, upto_headers - done_headers)
+                queue.append(Chunk(frame, pos, end, first_msgid + done, upto - done, size, enq_time, deadline))
+                self.queue_bytes += size
+                done, pos, done_headers = upto, end, upto_headers
+            self.queue_count += count
+            self._last_msgid = first_msgid + count - 1
         if self.fatal_error is not None:
             self._fail_queue(E._FATAL)
 
@@ -160,12 +190,13 @@ class PartitionProducer:
             now = self.clock()
         queue = self.queue
         if queue and queue[0].deadline <= now:
-            expired: list[QueuedMsg] = []
+            expired: list[Chunk] = []
             while queue and queue[0].deadline <= now:
-                msg = queue.popleft()
-                self.queue_bytes -= msg.size
-                expired.append(msg)
-            self._report_msgs(expired, E._MSG_TIMED_OUT)
+                chunk = queue.popleft()
+                self.queue_bytes -= chunk.size
+                self.queue_count -= chunk.count
+                expired.append(chunk)
+            self._report_chunks(expired, E._MSG_TIMED_OUT)
         if self.retry and any(b.deadline <= now for b in self.retry):
             keep = []
             for batch in self.retry:
@@ -299,7 +330,7 @@ class PartitionProducer:
     @property
     def pending_count(self) -> int:
         """Messages not yet reported: queued, waiting to retry, or in flight."""
-        return len(self.queue) + sum(b.count for b in self.retry) + sum(b.count for b in self.inflight.values())
+        return self.queue_count + sum(b.count for b in self.retry) + sum(b.count for b in self.inflight.values())
 
     # ---- internals --------------------------------------------------------------------------------------
     def _may_send(self) -> bool:
@@ -317,27 +348,57 @@ class PartitionProducer:
         return True
 
     def _queue_ready(self, now: float) -> bool:
-        queue = self.queue
-        if len(queue) >= self._max_batch_msgs or self.queue_bytes + BATCH_OVERHEAD >= self._max_batch_bytes:
+        if self.queue_count >= self._max_batch_msgs or \
+                self.queue_bytes + BATCH_OVERHEAD >= self._max_batch_bytes:
             return True
-        head = queue[0]
-        return self.flush_upto >= head.msgid or now >= head.enq_time + self._linger_s
+        head = self.queue[0]
+        return self.flush_upto >= head.first_msgid or now >= head.enq_time + self._linger_s
 
     def _cut_batch(self) -> Batch:
+        """Take whole chunks while they fit batch.num.messages and batch.size; split the one that does not
+        (walking only that chunk's entries) unless the batch is already half full by either limit, then it
+        ends at the chunk boundary. The first message is taken even if it alone is too big."""
         queue = self.queue
-        msgs: list[QueuedMsg] = []
+        head = queue[0]
+        first_msgid = head.first_msgid
+        deadline = head.deadline
+        slices: list[FrameSlice] = []
+        count = 0
         size = BATCH_OVERHEAD
         max_msgs = self._max_batch_msgs
         max_bytes = self._max_batch_bytes
-        while queue and len(msgs) < max_msgs:
-            msg = queue[0]
-            if msgs and size + msg.size > max_bytes:
-                break
-            queue.popleft()
-            msgs.append(msg)
-            size += msg.size
+        while queue and count < max_msgs:
+            chunk = queue[0]
+            start = chunk.pos
+            if chunk.count <= max_msgs - count and size + chunk.size <= max_bytes:
+                taken, end, taken_size = chunk.count, chunk.end, chunk.size
+            elif count and (size * 2 >= max_bytes or count * 2 >= max_msgs):
+                break  # already at least half full: end at a chunk boundary rather than walk a frame
+            else:
+                try:
+                    taken, end, taken_size = scan_packed(chunk.frame, start, max_msgs - count, max_bytes - size,
+                                                         count == 0, chunk.end)
+                except ValueError:
+                    # A malformed frame: hand all of it to the encoder, which fails the batch with _BAD_MSG.
+                    taken, end, taken_size = chunk.count, chunk.end, chunk.size
+                if taken == 0:
+                    break
+                if taken >= chunk.count:
+                    taken, end, taken_size = chunk.count, chunk.end, chunk.size
+            slices.append((chunk.frame, start, end))
+            count += taken
+            size += taken_size
+            if taken == chunk.count:
+                queue.popleft()
+                continue
+            chunk.pos = end
+            chunk.first_msgid += taken
+            chunk.count -= taken
+            chunk.size -= taken_size
+            break
         self.queue_bytes -= size - BATCH_OVERHEAD
-        batch = Batch(self._next_batch_id, msgs, size)
+        self.queue_count -= count
+        batch = Batch(self._next_batch_id, slices, first_msgid, count, size, deadline)
         self._next_batch_id += 1
         if self.idemp is not None:
             self.idemp.stamp(batch)
@@ -382,21 +443,25 @@ class PartitionProducer:
             self._report(batch, error)
         self.retry = []
         if self.queue:
-            msgs = list(self.queue)
+            chunks = list(self.queue)
             self.queue.clear()
             self.queue_bytes = 0
-            self._report_msgs(msgs, error)
+            self.queue_count = 0
+            self._report_chunks(chunks, error)
 
     def _report(self, batch: Batch, error: int) -> None:
         self._effects.reports.append((batch.first_msgid, batch.count, error, -1, -1))
 
-    def _report_msgs(self, msgs: list[QueuedMsg], error: int) -> None:
+    def _report_chunks(self, chunks: list[Chunk], error: int) -> None:
         """Report runs of consecutive msgids with one row each."""
         reports = self._effects.reports
-        start = prev = msgs[0].msgid
-        for msg in msgs[1:]:
-            if msg.msgid != prev + 1:
-                reports.append((start, prev - start + 1, error, -1, -1))
-                start = msg.msgid
-            prev = msg.msgid
-        reports.append((start, prev - start + 1, error, -1, -1))
+        run_start = chunks[0].first_msgid
+        run_end = run_start + chunks[0].count
+        for chunk in chunks[1:]:
+            if chunk.first_msgid == run_end:
+                run_end += chunk.count
+                continue
+            reports.append((run_start, run_end - run_start, error, -1, -1))
+            run_start = chunk.first_msgid
+            run_end = run_start + chunk.count
+        reports.append((run_start, run_end - run_start, error, -1, -1))

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from crc32c import crc32c
 
 from .compression import NONE, compress, effective_level
+from .packed import ENTRY as _PACKED_ENTRY
+from .packed import HEADER as _PACKED_HEADER
 from .varint import SMALL_LIMIT, encode_varint, small_varint_table
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -70,6 +72,26 @@ def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
             parts.append(encode_varint(len(value)))
             parts.append(value)
     return b"".join(parts)
+
+
+def _packed_headers(frame: bytes, pos: int, count: int) -> tuple[bytes, int]:
+    """Encode ``count`` packed headers starting at ``pos``; returns (record header bytes, next position)."""
+    unpack_header = _PACKED_HEADER.unpack_from
+    step = _PACKED_HEADER.size
+    parts = [encode_varint(count)]
+    for _ in range(count):
+        name_len, value_len = unpack_header(frame, pos)
+        pos += step
+        parts.append(encode_varint(name_len))
+        parts.append(frame[pos:pos + name_len])
+        pos += name_len
+        if value_len < 0:
+            parts.append(_NULL)
+        else:
+            parts.append(encode_varint(value_len))
+            parts.append(frame[pos:pos + value_len])
+            pos += value_len
+    return b"".join(parts), pos
 
 
 class RecordBatchBuilder:
@@ -194,6 +216,69 @@ class RecordBatchBuilder:
         self._count = offset_delta
         self._base_timestamp = base_ts
         self._max_timestamp = max_ts
+
+    def append_packed(self, frame: bytes, start: int, end: int) -> int:
+        """Append the messages packed in ``frame[start:end]`` (layout: ``kqactors.records.packed``); the
+        producer's hot path. Returns how many were appended.
+
+        The common record shape (no headers) is encoded without building any per-message tuple; key and
+        value are sliced once from the frame. Raises ValueError if the range does not end on an entry.
+        """
+        records = self._records
+        small = _SMALL
+        limit = SMALL_LIMIT
+        null = _NULL
+        zero = _ZERO
+        empty = b""
+        join = empty.join
+        unpack_entry = _PACKED_ENTRY.unpack_from
+        entry_size = _PACKED_ENTRY.size
+        first_delta = offset_delta = self._count
+        base_ts = self._base_timestamp
+        max_ts = self._max_timestamp
+        pos = start
+        try:
+            while pos < end:
+                timestamp, key_len, value_len, header_count = unpack_entry(frame, pos)
+                pos += entry_size
+                if base_ts is None:
+                    base_ts = timestamp
+                if timestamp > max_ts:
+                    max_ts = timestamp
+                delta = timestamp - base_ts
+                ts_bytes = small[delta + 1] if -1 <= delta < limit else encode_varint(delta)
+                od_bytes = small[offset_delta + 1] if offset_delta < limit else encode_varint(offset_delta)
+                if key_len < 0:
+                    key_len_bytes = null
+                    key = empty
+                else:
+                    key_len_bytes = small[key_len + 1] if key_len < limit else encode_varint(key_len)
+                    key = frame[pos:pos + key_len]
+                    pos += key_len
+                if value_len < 0:
+                    value_len_bytes = null
+                    value = empty
+                else:
+                    value_len_bytes = small[value_len + 1] if value_len < limit else encode_varint(value_len)
+                    value = frame[pos:pos + value_len]
+                    pos += value_len
+                if header_count:
+                    header_bytes, pos = _packed_headers(frame, pos, header_count)
+                else:
+                    header_bytes = zero
+                body = join((zero, ts_bytes, od_bytes, key_len_bytes, key, value_len_bytes, value, header_bytes))
+                body_len = len(body)
+                records += small[body_len + 1] if body_len < limit else encode_varint(body_len)
+                records += body
+                offset_delta += 1
+        except struct.error as exc:
+            raise ValueError(f"packed message frame is truncated: {exc}") from None
+        if pos != end:
+            raise ValueError(f"packed message range ends {pos - end} bytes past its boundary")
+        self._count = offset_delta
+        self._base_timestamp = base_ts
+        self._max_timestamp = max_ts
+        return offset_delta - first_delta
 
     def build(self) -> bytearray:
         """Compress the records and return the complete batch (CRC filled in)."""

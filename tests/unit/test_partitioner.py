@@ -203,3 +203,13 @@ def test_bad_inputs():
 def test_all_names_construct():
     for name in PARTITIONER_NAMES:
         assert 0 <= Partitioner(name)("t", b"x", 4) < 4
+
+
+def test_null_key_sticky_ms_says_when_a_caller_may_cache_the_null_key_choice():
+    assert Partitioner("consistent_random", sticky_linger_ms=25).null_key_sticky_ms == 25
+    assert Partitioner("murmur2_random", sticky_linger_ms=25).null_key_sticky_ms == 25
+    assert Partitioner("consistent_random", sticky_linger_ms=0).null_key_sticky_ms == 0
+    # Null keys hashed (consistent, murmur2) or handed to a custom partitioner: nothing to cache.
+    assert Partitioner("consistent", sticky_linger_ms=25).null_key_sticky_ms == 0
+    assert Partitioner("murmur2", sticky_linger_ms=25).null_key_sticky_ms == 0
+    assert Partitioner(lambda key, count, available: 0, sticky_linger_ms=25).null_key_sticky_ms == 0

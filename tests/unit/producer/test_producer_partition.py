@@ -56,7 +56,7 @@ def test_batch_num_messages_makes_a_batch_ready_and_limits_it():
     core.enqueue(1, msgs(10), clock())
     batches = drain_batches(core)
     assert [(b.first_msgid, b.count) for b in batches] == [(1, 4), (5, 4)]
-    assert len(core.queue) == 2  # the tail still lingers
+    assert core.queue_count == 2  # the tail still lingers
 
 
 def test_batch_size_limits_bytes_but_always_takes_one_message():
@@ -66,7 +66,7 @@ def test_batch_size_limits_bytes_but_always_takes_one_message():
     counts = [b.count for b in batches]
     assert sum(counts) == 4
     assert all(b.size <= 200 or b.count == 1 for b in batches)
-    assert batches[-1].count == 1 and batches[-1].msgs[0].size > 1000
+    assert batches[-1].count == 1 and batches[-1].size > 1000
 
 
 def test_flush_ignores_linger_only_for_messages_already_queued():
@@ -77,7 +77,7 @@ def test_flush_ignores_linger_only_for_messages_already_queued():
     batch = core.next_batch()
     assert batch is not None and batch.first_msgid == 1
     # msgids 3, 4 arrived after the flush request: they wait for linger.
-    assert core.next_batch() is None or core.queue
+    assert core.next_batch() is None or core.queue_count
 
 
 def test_no_leader_no_sending_and_success_reports_offsets():

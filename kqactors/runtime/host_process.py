@@ -45,6 +45,22 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _ParentGone()
 
 
+def _poll_all(ready: list, inbox: ZmqInbox, core: HostCore, key: str) -> None:
+    """Handle what zmq_poll reported when actors registered file descriptors next to the inbox."""
+    pollin, pollout = int(zmq.POLLIN), int(zmq.POLLOUT)
+    for item, events in ready:
+        if item is inbox.socket:
+            try:
+                batches = inbox.recv_batches()
+            except Exception:  # noqa: BLE001 - a malformed message is dropped, never fatal
+                log.exception("host %s: undecodable message dropped", key)
+                continue
+            for batch in batches:
+                core.deliver(batch)
+        else:
+            core.fd_event(item, bool(events & pollin), bool(events & pollout))
+
+
 def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
     context = zmq.Context()
     inbox = ZmqInbox(context, run_dir, key)
@@ -65,28 +81,30 @@ def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
     clock = time.monotonic
     next_parent_check = clock() + PARENT_CHECK_INTERVAL
     orphaned = False
+    check_interval_ms = int(PARENT_CHECK_INTERVAL * 1000)
+    deliver = core.deliver
     try:
         while not core.terminated:
-            now = clock()
             if core.has_work():
                 timeout_ms = 0
             else:
-                wake = next_parent_check
                 due = core.next_deadline()
-                if due is not None and due < wake:
-                    wake = due
-                timeout_ms = max(0, int((wake - now) * 1000 + 0.999))
-            for item, events in zmq.zmq_poll(poll_items, timeout_ms):
-                if item is inbox_socket:
-                    try:
-                        batches = inbox.recv_batches()
-                    except Exception:  # noqa: BLE001 - a malformed message is dropped, never fatal
-                        log.exception("host %s: undecodable message dropped", key)
-                        continue
-                    for batch in batches:
-                        core.deliver(batch)
-                else:
-                    core.fd_event(item, bool(events & pollin), bool(events & pollout))
+                if due is not None and due < next_parent_check:
+                    timeout_ms = max(0, int((due - clock()) * 1000 + 0.999))
+                else:  # a constant keeps RCVTIMEO unchanged; the parent check may come one interval late
+                    timeout_ms = check_interval_ms
+            if len(poll_items) == 1:  # the inbox alone: one bounded recv, no zmq_poll
+                try:
+                    batches = inbox.recv_within(timeout_ms)
+                except zmq.Again:
+                    batches = []
+                except Exception:  # noqa: BLE001 - a malformed message is dropped, never fatal
+                    log.exception("host %s: undecodable message dropped", key)
+                    batches = []
+                for batch in batches:
+                    deliver(batch)
+            else:
+                _poll_all(zmq.zmq_poll(poll_items, timeout_ms), inbox, core, key)
             core.run()
             if clock() >= next_parent_check:
                 next_parent_check = clock() + PARENT_CHECK_INTERVAL

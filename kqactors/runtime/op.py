@@ -154,8 +154,28 @@ _packer = msgpack.Packer(use_bin_type=True)
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
+# The header of a one-op batch without bytes frames, around its packed row: the array [rows, has_blob,
+# large] with rows = [row], has_blob = False and large = 0 (the request/reply fast path: no list building).
+_SINGLE_HEAD = b"\x93\x91"
+_SINGLE_TAIL = b"\xc2\x00"
+
+
+def _encode_single(op: Op) -> list:
+    try:
+        row = _packer.pack((op.target, op.qid, op.type, op.flags, op.version, op.priority, op.reply_to,
+                            op.req_id, op.sender, None, op.payload, None, op.cb_id))
+    except (TypeError, ValueError, OverflowError) as exc:
+        _packer.reset()
+        raise ActorError(ErrorCode.BAD_OP, f"op cannot cross a process boundary: {exc}") from exc
+    return [_SINGLE_HEAD + row + _SINGLE_TAIL]
+
+
 def encode_batch(ops: Sequence[Op]) -> list:
     """Encode ``ops`` into the frames of one zmq multipart message. Raises ActorError(BAD_OP)."""
+    if len(ops) == 1:
+        op = ops[0]
+        if not op.frames and op.error is None:
+            return _encode_single(op)
     rows = []
     small: list = []
     large: list = []

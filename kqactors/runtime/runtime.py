@@ -56,6 +56,9 @@ class AppQueue(OpQueue):
         self.qid = qid
         self.version = 1
 
+    def _has_ops(self) -> bool:
+        return bool(self._heap) if self._fwd is None else bool(self.destination()._heap)
+
     def bump_version(self) -> int:
         self.version += 1
         return self.version
@@ -66,7 +69,7 @@ class AppQueue(OpQueue):
         while True:
             dest = self if self._fwd is None else self.destination()
             if not dest._heap:
-                self.waiter(lambda: len(self) > 0, deadline)
+                self.waiter(self._has_ops, deadline)
                 dest = self.destination()
                 if not dest._heap:
                     return None
@@ -419,21 +422,23 @@ class Runtime:
     def _pump(self, timeout: float) -> None:
         """Receive and route what arrives within ``timeout`` (sliced, so close() never waits long)."""
         p = self._plumbing
-        timeout = min(timeout, PUMP_SLICE)
+        if timeout > PUMP_SLICE:
+            timeout = PUMP_SLICE
         deadlines = self._deadlines
         if deadlines:
             now = time.monotonic()
             if deadlines[0][0] <= now:
                 self._expire_pending()
-            if deadlines:
-                timeout = min(timeout, max(0.0, deadlines[0][0] - now))
+            if deadlines and deadlines[0][0] - now < timeout:
+                timeout = max(0.0, deadlines[0][0] - now)
         inbox = p.inbox
         if inbox is not None:
-            if inbox.poll(int(timeout * 1000 + 0.999)):
-                route = self._route
-                for batch in inbox.recv_batches(1):  # the next pump takes the rest: poll(0) is cheap
-                    for op in batch:
-                        route(op)
+            route = self._route
+            # One batch per pump: the waiter re-checks its condition between batches. The timeout is
+            # usually PUMP_SLICE, so the socket's RCVTIMEO rarely changes.
+            for batch in inbox.recv_within(int(timeout * 1000 + 0.999), 1):
+                for op in batch:
+                    route(op)
         else:
             for op in p.control.recv(timeout):
                 self._route(op)
@@ -441,6 +446,12 @@ class Runtime:
             self._expire_pending()
 
     def _route(self, op: Op) -> None:
+        if op.flags & REPLY and op.req_id:
+            with self._pending_lock:
+                entry = self._pending.pop(op.req_id, None)
+            if entry is not None:  # else: late or duplicate, already answered (exactly once)
+                entry.queue.enqueue(op)
+            return
         if op.target == HOST_CONTROL:
             if op.type == HOST_DOWN:
                 self._host_down(op.payload)
@@ -448,12 +459,6 @@ class Runtime:
                 self._plumbing.supervisor.child_spawned(op.payload)
             elif op.type == ACTOR_STOPPED:
                 self._plumbing.supervisor.child_stopped(op.payload)
-            return
-        if op.flags & REPLY and op.req_id:
-            with self._pending_lock:
-                entry = self._pending.pop(op.req_id, None)
-            if entry is not None:  # else: late or duplicate, already answered (exactly once)
-                entry.queue.enqueue(op)
             return
         queue = self._queues.get(op.qid) or self.events
         queue.enqueue(op)

@@ -22,6 +22,7 @@ DRAIN_LIMIT = 256  # messages taken from the inbox per loop turn
 _POLLIN = int(zmq.POLLIN)  # plain ints: IntFlag arithmetic runs in Python and costs microseconds
 _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = int(zmq.NOBLOCK)
+_RCVTIMEO = int(zmq.RCVTIMEO)
 
 
 def send_frames(sock: zmq.Socket, frames: Sequence) -> None:
@@ -37,10 +38,11 @@ def send_frames(sock: zmq.Socket, frames: Sequence) -> None:
         send(frame, zmq.SNDMORE if i < last else 0, copy=size < ZERO_COPY_MIN)
 
 
-def recv_batch(sock: zmq.Socket) -> list[Op]:
-    """Receive and decode one batch without blocking (raises zmq.Again). The header says how many frames
-    follow, so no RCVMORE round trips; the blob and large frames are received zero-copy."""
-    head = sock.recv(_NOBLOCK)
+def recv_batch(sock: zmq.Socket, flags: int = _NOBLOCK) -> list[Op]:
+    """Receive and decode one batch (without blocking unless ``flags`` is 0; raises zmq.Again). The header
+    says how many frames follow, so no RCVMORE round trips; the blob and large frames are received
+    zero-copy."""
+    head = sock.recv(flags)
     header = decode_header(head)
     extra = (1 if header[1] else 0) + header[2]
     if not extra:
@@ -81,9 +83,37 @@ class ZmqInbox:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.RCVHWM, 0)
         self.socket.bind(endpoint(run_dir, key))
+        self._rcvtimeo = -1
 
     def poll(self, timeout_ms: int) -> bool:
         return bool(zmq.zmq_poll([(self.socket, _POLLIN)], timeout_ms))
+
+    def recv_within(self, timeout_ms: int, limit: int = DRAIN_LIMIT) -> list[list[Op]]:
+        """Wait up to ``timeout_ms`` for a message and take up to ``limit`` waiting ones; [] on timeout.
+
+        The hot path of a process that waits on this socket alone: one blocking recv bounded by
+        RCVTIMEO (set only when it changes) costs one libzmq call instead of zmq_poll followed by recv,
+        which measured several microseconds of CPU less per round trip."""
+        sock = self.socket
+        if timeout_ms == 0:  # a busy loop's turn: plain non-blocking, RCVTIMEO left alone
+            flags = _NOBLOCK
+        else:
+            flags = 0
+            if timeout_ms != self._rcvtimeo:
+                sock.setsockopt(_RCVTIMEO, timeout_ms)
+                self._rcvtimeo = timeout_ms
+        try:
+            batches = [recv_batch(sock, flags)]
+        except zmq.Again:
+            return []
+        for _ in range(limit - 1):
+            if not sock.getsockopt(_EVENTS) & _POLLIN:
+                break
+            try:
+                batches.append(recv_batch(sock))
+            except zmq.Again:
+                break
+        return batches
 
     def recv_batches(self, limit: int = DRAIN_LIMIT) -> list[list[Op]]:
         """Take up to ``limit`` waiting messages without blocking (call after a poll said readable)."""

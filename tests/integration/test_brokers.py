@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -294,10 +295,12 @@ def test_mock_cluster_hung_child_times_out_instead_of_hanging():
         cluster.stop()
 
 
-def test_brokers_die_with_their_parent_process():
+def test_brokers_die_with_their_parent_process(tmp_path, monkeypatch):
     """SIGKILL the process that started Tansu and a mock cluster: both children must go too, and the
     temp dirs it could not remove are swept by the next launcher."""
     _require(find_tansu_binary)
+    # A private temp root, so that launchers in other processes on this machine cannot sweep these dirs first.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     script = textwrap.dedent("""
         import sys, time
         from kqactors.testing import MockCluster, TansuBroker
@@ -307,7 +310,7 @@ def test_brokers_die_with_their_parent_process():
         time.sleep(60)
     """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=REPO_ROOT)
+                              cwd=REPO_ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         tansu_pid, mock_pid, tansu_dir, mock_dir = parent.stdout.readline().split()
         assert psutil.pid_exists(int(tansu_pid)) and psutil.pid_exists(int(mock_pid))

@@ -2,11 +2,13 @@
 
 Consumer benchmark: kqactors, confluent-kafka, kafka-python and aiokafka read the same pre-filled 3-partition
 topic from the beginning by assign (no group), each in a fresh process; medians over repeats. Cases: 100 B
-uncompressed and 1 KiB zstd. The topic of a case is filled once (by confluent-kafka, linger.ms=50) and read by
-every client. Measurement rules (CPU and RSS of the whole process tree, GO/RESULT handshake): see
+uncompressed and 1 KiB zstd by assign, the 100 B topic again by subscribe (fresh group, join included), and
+``latency`` (kqactors and confluent-kafka: produce at 1,000 msg/s with linger.ms=0 → consume, p50/p99 of
+produce() → consume() return, on an empty topic per run). The topic of a case is filled once (by
+confluent-kafka, linger.ms=50) and read by every client. Measurement rules (CPU and RSS of the whole process tree, GO/RESULT handshake): see
 benchmarks/harness.py; the consume runners are benchmarks/clients/*_consume.py.
 
-    /work/venv/bin/python benchmarks/bench_consume.py               # full run: 1M x 100 B, 200k x 1 KiB zstd
+    /work/venv/bin/python benchmarks/bench_consume.py               # full run: every case
     /work/venv/bin/python benchmarks/bench_consume.py --quick       # smoke run (< 1 min)
 
 Prints a markdown table, writes benchmarks/out/consume.json and benchmarks/consume.png. Without --bootstrap
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import sys
 import time
 import uuid
@@ -56,11 +59,29 @@ class Case:
     compression: str
     default_count: int
     quick_count: int
+    #: runner mode: assign (from the beginning), subscribe (fresh group, earliest) or latency
+    mode: str = "assign"
+    #: read the topic filled for this case instead of filling one (same messages, other mode)
+    topic_of: str | None = None
+    #: clients that run this case (None: all)
+    clients: tuple[str, ...] | None = None
+    runner_args: tuple[str, ...] = ()
 
+
+#: Tansu holds an empty Fetch for the whole fetch.wait.max.ms even when data arrives meanwhile (a real Kafka
+#: broker answers as soon as fetch.min.bytes is there), so on Tansu that wait, not the client, bounds the
+#: end-to-end latency; the clients' default (500 ms) would measure Tansu's timer. Both clients get 10 ms: at
+#: 1 ms the fetch polling (3 partitions, on 2 cores shared with the broker and the producer) stalled delivery
+#: for seconds for both clients, at 10 ms neither stalls.
+LATENCY_FETCH_WAIT_MS = 10
+LATENCY_RATE = 1000
 
 CASES = {
     "100B": Case("100B", 100, "none", 1_000_000, 50_000),
     "1KiB-zstd": Case("1KiB-zstd", 1024, "zstd", 200_000, 20_000),
+    "100B-subscribe": Case("100B-subscribe", 100, "none", 1_000_000, 50_000, mode="subscribe", topic_of="100B"),
+    "latency": Case("latency", 100, "none", 5_000, 2_000, mode="latency", clients=("kqactors", "confluent-kafka"),
+                    runner_args=("--rate", str(LATENCY_RATE), "--fetch-wait-ms", str(LATENCY_FETCH_WAIT_MS))),
 }
 
 
@@ -110,28 +131,59 @@ def fill_topic(bootstrap: str, topic: str, count: int, size: int, compression: s
 def run_all(args: argparse.Namespace, bootstrap: str, clients: list[str]) -> list[RunResult]:
     harness.RUNNERS.update(CONSUME_RUNNERS)  # this driver's runs are consume runs
     results: list[RunResult] = []
+    topics: dict[str, tuple[str, int]] = {}
     for case_name in args.cases:
         case = CASES[case_name]
         count = max(1, int((case.quick_count if args.quick else case.default_count) * args.count_scale))
-        topic = f"bench-consume-{case.name.lower()}-{uuid.uuid4().hex[:8]}"
-        started = time.monotonic()
-        fill_topic(bootstrap, topic, count, case.size, case.compression)
-        print(f"[{case.name}] filled {topic} with {count:,} messages in {time.monotonic() - started:.1f} s",
-              file=sys.stderr, flush=True)
+        if case.topic_of in topics:
+            topic, count = topics[case.topic_of]
+        elif case.mode == "latency":
+            topic = ""  # created per run below
+        else:
+            topic = f"bench-consume-{case.name.lower()}-{uuid.uuid4().hex[:8]}"
+            started = time.monotonic()
+            fill_topic(bootstrap, topic, count, case.size, case.compression)
+            print(f"[{case.name}] filled {topic} with {count:,} messages in {time.monotonic() - started:.1f} s",
+                  file=sys.stderr, flush=True)
+        topics[case.name] = (topic, count)
+        extra = ("--mode", case.mode, *case.runner_args)
         for repeat in range(args.repeats):
             for client in clients:
+                if case.clients is not None and client not in case.clients:
+                    continue
+                if case.mode == "latency":  # an empty topic per run: no run reads another's traffic
+                    topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
+                    create_topic(bootstrap, topic, PARTITIONS)
                 try:
                     result = run_client(client, case.name, repeat, bootstrap, topic, count, case.size,
-                                        case.compression)
+                                        case.compression, extra_args=extra)
                 except RunFailed as exc:
                     print(f"[{case.name} #{repeat + 1}] {exc}", file=sys.stderr)
                     continue
                 results.append(result)
+                first = (f"  first message after {result.extra['first_message_s']:.1f} s"
+                         if "first_message_s" in result.extra else "")
+                latency = first + (f"  p50 {result.extra['p50_ms']:.2f} ms p99 {result.extra['p99_ms']:.2f} ms"
+                           if "p99_ms" in result.extra else "")
                 print(f"[{case.name} #{repeat + 1}] {client:16s} {result.msgs_per_s:>10,.0f} msgs/s "
                       f"{result.mb_per_s:7.1f} MB/s  cpu {result.cpu_s:6.2f} s  "
                       f"rss {result.peak_rss_mb:6.0f} MiB  procs {result.processes}  "
-                      f"received {result.delivered:,}", file=sys.stderr, flush=True)
+                      f"received {result.delivered:,}{latency}", file=sys.stderr, flush=True)
     return results
+
+
+def latency_table(results: list[RunResult], clients: list[str]) -> str:
+    """End-to-end latency (produce() call → returned by consume()), medians over repeats of each percentile."""
+    lines = ["| client | msgs | p50 ms | p99 ms | max ms | fetch.wait.max.ms | rate msg/s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for client in clients:
+        runs = [r for r in results if r.client == client and "p99_ms" in r.extra]
+        if not runs:
+            continue
+        med = {k: statistics.median(r.extra[k] for r in runs) for k in ("p50_ms", "p99_ms", "max_ms")}
+        lines.append(f"| {client} | {runs[0].delivered:,} | {med['p50_ms']:.2f} | {med['p99_ms']:.2f} | "
+                     f"{med['max_ms']:.1f} | {runs[0].extra.get('fetch_wait_max_ms')} | {runs[0].extra.get('rate'):.0f} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,20 +206,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
-    summaries = summarise(results)
+    throughput = [r for r in results if CASES[r.case].mode != "latency"]
+    summaries = summarise(throughput)
     meta = {
         "python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
         "broker": "embedded Tansu" if broker is not None else bootstrap, "partitions": PARTITIONS,
         "repeats": args.repeats, "quick": args.quick, "wall_s": round(time.monotonic() - started, 1),
         "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients, "kind": "consume",
+        "latency_fetch_wait_max_ms": LATENCY_FETCH_WAIT_MS, "latency_rate": LATENCY_RATE,
     }
     write_json(args.json_out, meta, results, summaries)
+    throughput_cases = [c for c in args.cases if CASES[c].mode != "latency"]
     if not args.no_chart and summaries:
-        write_chart(args.chart, summaries, args.cases, args.clients)
-    print(markdown_table(summaries, args.cases, args.clients))
+        write_chart(args.chart, summaries, throughput_cases, args.clients)
+    if summaries:
+        print(markdown_table(summaries, throughput_cases, args.clients))
+    latency = [r for r in results if CASES[r.case].mode == "latency"]
+    if latency:
+        print("\n" + latency_table(latency, clients))
     print(f"\n{len(results)} runs in {meta['wall_s']} s; JSON: {args.json_out}", file=sys.stderr)
     short = [r for r in results if r.delivered < r.count or r.errors]
-    missing = len(args.cases) * args.repeats * len(clients) - len(results)
+    expected = sum(len([c for c in clients if CASES[name].clients is None or c in CASES[name].clients])
+                   for name in args.cases)
+    missing = expected * args.repeats - len(results)
     return 1 if short or missing else 0
 
 

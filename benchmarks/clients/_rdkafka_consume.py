@@ -1,37 +1,74 @@
-"""The consume loop for clients with confluent-kafka's Consumer API (confluent-kafka and kqactors).
+"""The consume loops for clients with confluent-kafka's Consumer/Producer API (confluent-kafka and kqactors).
 
-Runs in: a benchmark runner process. Owns one measured consume run: READY once the client is created and
-has the topic's metadata; on GO, assign every partition at OFFSET_BEGINNING and consume(1000, ...) until
-``count`` messages arrived; elapsed time is assign() → last message.
+Runs in: a benchmark runner process. Owns one measured consume run, in one of three modes (``--mode``):
+
+- ``assign``: READY once the client is created and has the topic's metadata; on GO, assign every partition
+  at OFFSET_BEGINNING and consume(1000, ...) until ``count`` messages arrived; elapsed is assign → last
+  message.
+- ``subscribe``: the same, but subscribe() with a fresh group id (auto.offset.reset=earliest); elapsed
+  includes joining the group.
+- ``latency``: the topic is empty; a producer of the same client (linger.ms=0) in this process sends
+  ``count`` messages at ``--rate`` msg/s, each stamped with its produce time, while the consumer (assigned
+  at the end) polls; per message, produce() call → returned by consume(). Reports p50/p99/max in ms.
 """
 
 from __future__ import annotations
 
+import argparse
+import statistics
+import struct
+import sys
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
 from _common import announce_ready_and_wait, error_name, parse_args, report_and_wait
 
 PARTITION_EOF = -191
+_STAMP = struct.Struct("<q")
 
 
-def consumer_config(args: Any) -> dict[str, Any]:
-    """Both librdkafka-style clients get the same config: their defaults (group.id only because
-    confluent-kafka requires one; nothing is committed)."""
-    return {"bootstrap.servers": args.bootstrap, "group.id": "bench-consume", "enable.auto.commit": False}
+def split_mode_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """This runner's own options (the rest go to the shared produce-style parser)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--mode", choices=("assign", "subscribe", "latency"), default="assign")
+    parser.add_argument("--rate", type=float, default=1000.0, help="latency mode: messages per second")
+    parser.add_argument("--fetch-wait-ms", type=int, default=None, help="fetch.wait.max.ms (default: client's)")
+    return parser.parse_known_args(argv)
 
 
-def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning: int) -> None:
-    args = parse_args()
-    consumer = consumer_class(consumer_config(args))
+def consumer_config(args: Any, mode: argparse.Namespace) -> dict[str, Any]:
+    """Both librdkafka-style clients get the same config: their defaults (a group.id because confluent-kafka
+    requires one; nothing is committed), plus fetch.wait.max.ms when the mode asks for it."""
+    config: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "group.id": "bench-consume",
+                              "enable.auto.commit": False}
+    if mode.mode == "subscribe":
+        config.update({"group.id": f"bench-subscribe-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
+    if mode.fetch_wait_ms is not None:
+        config["fetch.wait.max.ms"] = mode.fetch_wait_ms
+    return config
+
+
+def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning: int,
+        producer_class: Any = None, offset_end: int = -1) -> None:
+    mode, rest = split_mode_args(sys.argv[1:])
+    args = parse_args(rest)
+    consumer = consumer_class(consumer_config(args, mode))
     metadata = consumer.list_topics(args.topic, timeout=30)
     partitions = sorted(metadata.topics[args.topic].partitions)
+    if mode.mode == "latency":
+        run_latency(client, args, mode, consumer, producer_class, topic_partition, partitions, offset_end)
+        return
     errors: Counter = Counter()
     announce_ready_and_wait()
     started = time.perf_counter()
-    consumer.assign([topic_partition(args.topic, p, offset_beginning) for p in partitions])
+    if mode.mode == "subscribe":
+        consumer.subscribe([args.topic])
+    else:
+        consumer.assign([topic_partition(args.topic, p, offset_beginning) for p in partitions])
     received = 0
+    first_message_s = None
     deadline = time.monotonic() + 300
     consume = consumer.consume
     while received < args.count and time.monotonic() < deadline:
@@ -40,6 +77,63 @@ def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning
                 received += 1
             elif msg.error().code() != PARTITION_EOF:
                 errors[error_name(msg.error())] += 1
+        if first_message_s is None and received:
+            first_message_s = time.perf_counter() - started
     elapsed = time.perf_counter() - started
-    report_and_wait(client, args, received, dict(errors), elapsed)
+    report_and_wait(client, args, received, dict(errors), elapsed, first_message_s=first_message_s)
+    consumer.close()
+
+
+def run_latency(client: str, args: Any, mode: argparse.Namespace, consumer: Any, producer_class: Any,
+                topic_partition: Any, partitions: list[int], offset_end: int) -> None:
+    producer = producer_class({"bootstrap.servers": args.bootstrap, "linger.ms": 0, "acks": 1})
+    consumer.assign([topic_partition(args.topic, p, offset_end) for p in partitions])
+    padding = b"x" * max(0, args.size - _STAMP.size)
+    # Warm-up: round trips on every partition, so connections, fetch loops and end offsets are settled.
+    warm_deadline = time.monotonic() + 30
+    seen: set[int] = set()
+    while len(seen) < len(partitions) and time.monotonic() < warm_deadline:
+        for partition in partitions:
+            if partition not in seen:
+                producer.produce(args.topic, _STAMP.pack(-1) + padding, partition=partition)
+        producer.poll(0)
+        seen.update(m.partition() for m in consumer.consume(100, 0.2) if m.error() is None)
+    if len(seen) < len(partitions):
+        raise SystemExit(f"{client}: warm-up messages did not come back from every partition")
+    announce_ready_and_wait()
+    latencies_ms: list[float] = []
+    errors: Counter = Counter()
+    interval = 1.0 / mode.rate
+    started = time.perf_counter()
+    next_send = started
+    sent = 0
+    deadline = started + args.count * interval + 10
+    while len(latencies_ms) < args.count and time.perf_counter() < deadline:
+        now = time.perf_counter()
+        while sent < args.count and now >= next_send:
+            stamp = time.time_ns()
+            producer.produce(args.topic, _STAMP.pack(stamp) + padding, partition=partitions[sent % len(partitions)])
+            producer.poll(0)
+            sent += 1
+            next_send += interval
+            now = time.perf_counter()
+        wait = max(0.0, min(next_send - now, 0.05)) if sent < args.count else 0.05
+        for msg in consumer.consume(1000, wait):
+            arrived = time.time_ns()
+            if msg.error() is not None:
+                if msg.error().code() != PARTITION_EOF:
+                    errors[error_name(msg.error())] += 1
+                continue
+            (stamp,) = _STAMP.unpack_from(msg.value())
+            if stamp >= 0:
+                latencies_ms.append((arrived - stamp) / 1e6)
+    elapsed = time.perf_counter() - started
+    producer.flush(10)
+    ordered = sorted(latencies_ms)
+    summary = {}
+    if ordered:
+        summary = {"p50_ms": statistics.median(ordered), "p99_ms": ordered[min(len(ordered) - 1,
+                   int(len(ordered) * 0.99))], "max_ms": ordered[-1], "rate": mode.rate, "sent": sent,
+                   "fetch_wait_max_ms": mode.fetch_wait_ms}
+    report_and_wait(client, args, len(latencies_ms), dict(errors), elapsed, **summary)
     consumer.close()

@@ -228,3 +228,8 @@ class ConsumerTopparActor(Actor):
         main_host = directory.get(self.main_name)
         if main_host is not None:
             directory[broker] = main_host
+
+
+class HostWarmupActor(Actor):
+    """Does nothing: spawning it on a toppar host (and stopping it at once) imports this module and the
+    decode pipeline there when the consumer starts, not at the first assign()."""

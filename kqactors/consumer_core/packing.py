@@ -5,20 +5,22 @@ read lazily by poll()/consume()). Owns the byte layout of one fetched-messages f
 
 Why this layout: the app pays per message, so building a Message must be one ``struct.iter_unpack`` step
 (C speed, no per-field parsing) plus two slices; messages are only materialised when the application takes
-them, so a batch waiting in the queue costs one bytes object. Errors and partition EOF travel inline, in
-order with the messages around them, so the application sees them exactly where they happened.
+them, so a batch waiting in the queue costs one bytes object. The data section is the decoded record bytes
+themselves (a v2 batch's decompressed records section copied whole, ``add_v2_records``): entries point into
+it, so the toppar copies each batch once instead of every key and value. Errors and partition EOF travel
+inline, in order with the messages around them, so the application sees them exactly where they happened.
 
 Frame layout, little-endian::
 
     uint32 count
-    count × entry: int64 offset | int64 timestamp | int32 key_len | int32 value_len | int32 headers_len
-                   | uint8 kind | int32 leader_epoch
-    data: for each entry in order, key bytes | value bytes | headers bytes
+    count × entry: int64 offset | int64 timestamp | int32 key_pos | int32 key_len | int32 value_pos
+                   | int32 value_len | int32 headers_pos | uint8 kind | int32 leader_epoch
+    data: record bytes the entries point into (positions are relative to the start of the data section)
 
 ``kind`` is the Message timestamp type (0 not available, 1 create time, 2 log append time) for a message,
 KIND_ERROR for an error event (key_len holds the error code, the value is the utf-8 reason) and KIND_EOF for
-a partition EOF event. Lengths are -1 for null. Headers bytes: uint16 count, then per header
-uint16 name_len | int32 value_len (-1 = null) | name utf-8 | value bytes.
+a partition EOF event. Lengths are -1 for null; headers_pos is -1 for no headers, else the position of
+headers in the RecordBatch v2 record encoding (varint count, then varint-length name and value per header).
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.message import Message
+from kqactors.records.reader_v2 import decode_record_headers, pack_v2_records
+from kqactors.records.varint import encode_varint
 
 __all__ = ["MessageBatchWriter", "MessageBatch", "KIND_ERROR", "KIND_EOF", "pack_headers", "unpack_headers"]
 
 _COUNT = struct.Struct("<I")
-_ENTRY = struct.Struct("<qqiiiBi")
+_ENTRY = struct.Struct("<qqiiiiiBi")
 _ENTRY_SIZE = _ENTRY.size
-_HEADER_COUNT = struct.Struct("<H")
-_HEADER = struct.Struct("<Hi")
 
 KIND_ERROR = 0x10
 KIND_EOF = 0x11
@@ -44,36 +46,23 @@ _NO_HEADERS = -1
 
 
 def pack_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
-    """Headers as the frame stores them (the caller skips empty header lists)."""
-    parts = [_HEADER_COUNT.pack(len(headers))]
+    """Headers in the v2 record encoding, as the frame stores them (the caller skips empty lists)."""
+    parts = [encode_varint(len(headers))]
     for name, value in headers:
         name_bytes = name.encode()
+        parts.append(encode_varint(len(name_bytes)))
+        parts.append(name_bytes)
         if value is None:
-            parts.append(_HEADER.pack(len(name_bytes), -1))
-            parts.append(name_bytes)
+            parts.append(encode_varint(-1))
         else:
-            parts.append(_HEADER.pack(len(name_bytes), len(value)))
-            parts.append(name_bytes)
+            parts.append(encode_varint(len(value)))
             parts.append(value)
     return b"".join(parts)
 
 
-def unpack_headers(data: bytes | memoryview) -> list[tuple[str, bytes | None]]:
-    """Inverse of ``pack_headers``."""
-    (count,) = _HEADER_COUNT.unpack_from(data, 0)
-    pos = _HEADER_COUNT.size
-    out: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
-        name_len, value_len = _HEADER.unpack_from(data, pos)
-        pos += _HEADER.size
-        name = bytes(data[pos : pos + name_len]).decode()
-        pos += name_len
-        if value_len < 0:
-            out.append((name, None))
-        else:
-            out.append((name, bytes(data[pos : pos + value_len])))
-            pos += value_len
-    return out
+def unpack_headers(data: bytes | memoryview, pos: int = 0) -> list[tuple[str, bytes | None]]:
+    """Inverse of ``pack_headers`` (also reads headers straight from a v2 record at ``pos``)."""
+    return list(decode_record_headers(bytes(data) if isinstance(data, memoryview) else data, pos)[0])
 
 
 class MessageBatchWriter:
@@ -111,22 +100,22 @@ class MessageBatchWriter:
             if offset < min_offset:
                 continue
             if key is None:
-                key_len = -1
+                key_pos = key_len = -1
             else:
-                key_len = len(key)
+                key_pos, key_len = len(data), len(key)
                 data += key
             if value is None:
-                value_len = -1
+                value_pos = value_len = -1
             else:
-                value_len = len(value)
+                value_pos, value_len = len(data), len(value)
                 data += value
             if headers:
-                packed = pack_headers(headers)
-                headers_len = len(packed)
-                data += packed
+                headers_pos = len(data)
+                data += pack_headers(headers)
             else:
-                headers_len = _NO_HEADERS
-            index += pack(offset, timestamp, key_len, value_len, headers_len, timestamp_type, leader_epoch)
+                headers_pos = _NO_HEADERS
+            index += pack(offset, timestamp, key_pos, key_len, value_pos, value_len, headers_pos, timestamp_type,
+                          leader_epoch)
             added += 1
         if added:
             self.count += added
@@ -134,16 +123,54 @@ class MessageBatchWriter:
             self.last_offset = offset
         return added
 
+    def add_v2_records(
+        self,
+        records: bytes,
+        pos: int,
+        end: int,
+        count: int,
+        base_offset: int,
+        base_timestamp: int,
+        fixed_timestamp: int,
+        timestamp_type: int,
+        leader_epoch: int,
+        min_offset: int = 0,
+    ) -> int:
+        """Append the ``count`` v2 records in ``records[pos:end]`` (a batch's records section, decompressed)
+        with offset >= ``min_offset``: the section is copied once and entries point into it.
+
+        Raises CorruptRecordError (and leaves the writer unchanged) if the records are malformed.
+        Returns how many records were appended.
+        """
+        index_mark, data_mark = len(self._index), len(self._data)
+        self._data += memoryview(records)[pos:end]
+        try:
+            added, last = pack_v2_records(
+                self._index, _ENTRY.pack, records, pos, end, count, data_mark - pos, base_offset, base_timestamp,
+                fixed_timestamp, timestamp_type, leader_epoch, min_offset,
+            )  # fmt: skip
+        except BaseException:
+            del self._index[index_mark:]
+            del self._data[data_mark:]
+            raise
+        if added:
+            self.count += added
+            self.messages += added
+            self.last_offset = last
+        else:
+            del self._data[data_mark:]
+        return added
+
     def add_error(self, offset: int, code: int, reason: str) -> None:
         """An error event at ``offset`` (delivered as a Message whose error() is set)."""
         encoded = reason.encode()
-        self._index += _ENTRY.pack(offset, 0, code, len(encoded), _NO_HEADERS, KIND_ERROR, -1)
+        self._index += _ENTRY.pack(offset, 0, -1, code, len(self._data), len(encoded), _NO_HEADERS, KIND_ERROR, -1)
         self._data += encoded
         self.count += 1
 
     def add_eof(self, offset: int) -> None:
         """A partition EOF event: the consumer reached ``offset``, the end of the partition."""
-        self._index += _ENTRY.pack(offset, 0, -1, -1, _NO_HEADERS, KIND_EOF, -1)
+        self._index += _ENTRY.pack(offset, 0, -1, -1, -1, -1, _NO_HEADERS, KIND_EOF, -1)
         self.count += 1
 
     @property
@@ -162,8 +189,7 @@ class MessageBatch:
     partition's current version before taking anything from them.
     """
 
-    __slots__ = ("topic", "partition", "version", "_frame", "_view", "count", "_cursor", "_data_pos",
-                 "_count_paid")
+    __slots__ = ("topic", "partition", "version", "_frame", "count", "_cursor", "_data_start", "_paid")
 
     def __init__(self, topic: str, partition: int, frame: bytes, version: int = 0) -> None:
         if len(frame) < _COUNT.size:
@@ -175,11 +201,11 @@ class MessageBatch:
         self.partition = partition
         self.version = version
         self._frame = frame
-        self._view = memoryview(frame)
         self.count = count
         self._cursor = 0
-        self._data_pos = _COUNT.size + count * _ENTRY_SIZE
-        self._count_paid = False
+        self._data_start = _COUNT.size + count * _ENTRY_SIZE
+        #: frame bytes already reported as used (prefetch credit)
+        self._paid = 0
 
     def __len__(self) -> int:
         """Entries not yet taken."""
@@ -192,59 +218,47 @@ class MessageBatch:
     def take(self, max_count: int | None = None) -> tuple[list[Message], int, int]:
         """Up to ``max_count`` next entries as Messages, with the message count and frame bytes they used.
 
-        The two numbers are what the app returns as prefetch credit once it has handed these out.
+        The two numbers are what the app returns as prefetch credit once it has handed these out; the bytes
+        of all takes of a batch add up to its ``nbytes`` (each take pays its entries' share of the data).
         """
         start = self._cursor
         stop = self.count if max_count is None else min(self.count, start + max_count)
-        if stop <= start:
-            if self._count_paid:
-                return [], 0, 0
-            self._count_paid = True
-            return [], 0, _COUNT.size
         frame = self._frame
+        if stop <= start:
+            used = len(frame) - self._paid
+            self._paid = len(frame)
+            return [], 0, used
         topic = self.topic
         partition = self.partition
-        pos = self._data_pos
-        first_pos = pos
+        base = self._data_start
         out: list[Message] = []
         append = out.append
         entries = _ENTRY.iter_unpack(
-            self._view[_COUNT.size + start * _ENTRY_SIZE : _COUNT.size + stop * _ENTRY_SIZE]
+            memoryview(frame)[_COUNT.size + start * _ENTRY_SIZE : _COUNT.size + stop * _ENTRY_SIZE]
         )
         messages = 0
-        for offset, timestamp, key_len, value_len, headers_len, kind, leader_epoch in entries:
+        for offset, timestamp, key_pos, key_len, value_pos, value_len, headers_pos, kind, epoch in entries:
             if kind < KIND_ERROR:
-                if key_len < 0:
-                    key = None
-                else:
-                    key = frame[pos : pos + key_len]
-                    pos += key_len
-                if value_len < 0:
-                    value = None
-                else:
-                    value = frame[pos : pos + value_len]
-                    pos += value_len
-                if headers_len < 0:
-                    headers = None
-                else:
-                    headers = unpack_headers(self._view[pos : pos + headers_len])
-                    pos += headers_len
-                append(Message(topic, partition, offset, key, value, headers, None, (kind, timestamp), None,
-                               None if leader_epoch < 0 else leader_epoch))
+                append(Message(
+                    topic, partition, offset,
+                    None if key_len < 0 else frame[base + key_pos : base + key_pos + key_len],
+                    None if value_len < 0 else frame[base + value_pos : base + value_pos + value_len],
+                    None if headers_pos < 0 else list(decode_record_headers(frame, base + headers_pos)[0]),
+                    None, (kind, timestamp), None, None if epoch < 0 else epoch,
+                ))  # fmt: skip
                 messages += 1
             elif kind == KIND_ERROR:
-                reason = frame[pos : pos + value_len].decode()
-                pos += value_len
+                reason = frame[base + value_pos : base + value_pos + value_len].decode()
                 append(Message(topic, partition, offset, error=KafkaError(key_len, reason)))
             else:
                 error = KafkaError(_PARTITION_EOF, f"Fetch reached end of partition at offset {offset}")
                 append(Message(topic, partition, offset, error=error))
         self._cursor = stop
-        self._data_pos = pos
-        used = (stop - start) * _ENTRY_SIZE + pos - first_pos
-        if not self._count_paid:
-            self._count_paid = True
-            used += _COUNT.size  # so that the credit returned for a whole batch equals its nbytes
+        if stop == self.count:
+            used = len(frame) - self._paid
+        else:
+            used = (stop - start) * (_ENTRY_SIZE + (len(frame) - base) // self.count)
+        self._paid += used
         return out, messages, used
 
     def __iter__(self) -> Iterator[Message]:

@@ -8,6 +8,7 @@ verification, decompression and the hand-tuned record decoder producing plain tu
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from crc32c import crc32c
 
@@ -184,7 +185,8 @@ def _uvarint_slow(data: bytes, pos: int) -> tuple[int, int]:
     raise CorruptRecordError("varint longer than 10 bytes")
 
 
-def _decode_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+def decode_record_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    """The headers of a v2 record starting at ``pos`` (varint count, then name/value pairs) and the end."""
     raw, pos = _uvarint_slow(data, pos)
     count = (raw >> 1) ^ -(raw & 1)
     if count < 0:
@@ -301,13 +303,156 @@ def decode_records(
             headers = empty
             pos += 1
         else:
-            headers, pos = _decode_headers(data, pos)
+            headers, pos = decode_record_headers(data, pos)
         if pos != record_end:
             raise CorruptRecordError("record length does not match its fields")
         append((offset, timestamp, key, value, headers))
     if pos != end:
         raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
     return out
+
+
+def pack_v2_records(
+    index: bytearray,
+    pack: Callable[..., bytes],
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    delta: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int,
+    timestamp_type: int,
+    leader_epoch: int,
+    min_offset: int,
+) -> tuple[int, int]:
+    """Walk ``count`` v2 records in ``data[pos:end]`` and append one index entry per record with offset >=
+    ``min_offset`` to ``index``: ``pack(offset, timestamp, key_pos, key_len, value_pos, value_len,
+    headers_pos, timestamp_type, leader_epoch)`` with positions in ``data`` shifted by ``delta``.
+
+    The consumer's hot path: the same checks as ``decode_records`` but no per-record tuple or key/value copy
+    (the caller copies the whole section once). Returns (entries added, offset of the last one added).
+    """
+    uvarint = _uvarint_slow
+    added = 0
+    last = -1
+    for done in range(count):
+        if pos >= end:
+            raise CorruptRecordError(f"batch declares {count} records but holds only {done}")
+        b = data[pos]
+        if b < 0x80:
+            raw = b
+            pos += 1
+        else:
+            b2 = data[pos + 1]
+            if b2 < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                pos += 2
+            else:
+                raw, pos = uvarint(data, pos)
+        record_end = pos + ((raw >> 1) ^ -(raw & 1))
+        if record_end > end or record_end <= pos:
+            raise CorruptRecordError("record length out of bounds")
+        pos += 1  # record attributes: unused
+        b = data[pos]
+        if b < 0x80:
+            raw = b
+            pos += 1
+        else:
+            b2 = data[pos + 1]
+            if b2 < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                pos += 2
+            else:
+                raw, pos = uvarint(data, pos)
+        timestamp = base_timestamp + ((raw >> 1) ^ -(raw & 1)) if fixed_timestamp < 0 else fixed_timestamp
+        b = data[pos]
+        if b < 0x80:
+            raw = b
+            pos += 1
+        else:
+            b2 = data[pos + 1]
+            if b2 < 0x80:
+                raw = (b & 0x7F) | (b2 << 7)
+                pos += 2
+            else:
+                raw, pos = uvarint(data, pos)
+        offset = base_offset + ((raw >> 1) ^ -(raw & 1))
+        b = data[pos]
+        if b == 1:
+            key_pos = key_len = -1
+            pos += 1
+        else:
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                raw, pos = uvarint(data, pos)
+            if raw & 1:
+                raise CorruptRecordError("invalid negative key length")
+            key_len = raw >> 1
+            key_pos = pos + delta
+            pos += key_len
+        b = data[pos]
+        if b == 1:
+            value_pos = value_len = -1
+            pos += 1
+        else:
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = uvarint(data, pos)
+            if raw & 1:
+                raise CorruptRecordError("invalid negative value length")
+            value_len = raw >> 1
+            value_pos = pos + delta
+            pos += value_len
+        if data[pos] == 0:
+            headers_pos = -1
+            pos += 1
+        else:
+            headers_pos = pos + delta
+            pos = decode_record_headers(data, pos)[1]
+        if pos != record_end:
+            raise CorruptRecordError("record length does not match its fields")
+        if offset >= min_offset:
+            index += pack(offset, timestamp, key_pos, key_len, value_pos, value_len, headers_pos,
+                          timestamp_type, leader_epoch)
+            added += 1
+            last = offset
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
+    return added, last
+
+
+def v2_records_section(data: bytes, header: BatchHeader, *, verify_crc: bool = True) -> tuple[bytes, int, int]:
+    """Verify and decompress a v2 batch: ``(buffer, start, end)`` of its records section."""
+    start = header.position
+    end = start + header.size
+    try:
+        if verify_crc:
+            actual = crc32c(memoryview(data)[start + CRC_COVERS_FROM : end])
+            if actual != header.crc:
+                raise CorruptRecordError(
+                    f"CRC32C mismatch: stored {header.crc:#010x}, computed {actual:#010x}",
+                    offset=header.base_offset,
+                )
+        if header.attributes & CODEC_MASK == NONE:
+            return data, start + BATCH_HEADER_SIZE, end
+        payload = decompress(header.attributes & CODEC_MASK, memoryview(data)[start + BATCH_HEADER_SIZE : end])
+    except CompressionError as exc:
+        if exc.offset is None:
+            raise CompressionError(str(exc), offset=header.base_offset) from exc
+        raise
+    payload = payload if isinstance(payload, bytes) else bytes(payload)
+    return payload, 0, len(payload)
 
 
 def decode_v2_batch(data: bytes, header: BatchHeader, *, verify_crc: bool = True) -> BatchHeader:

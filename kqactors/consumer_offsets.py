@@ -14,7 +14,7 @@ from typing import Any
 
 from kqactors.actors import ops
 from kqactors.errors import ERROR_CODES, KafkaError, KafkaException
-from kqactors.producer_metadata import ClusterMetadata, cluster_from_wire
+from kqactors.producer_metadata import ClusterMetadata, request_metadata
 from kqactors.runtime.op import ActorError, Op
 from kqactors.runtime.runtime import Runtime
 
@@ -37,16 +37,7 @@ class OffsetLookup:
         self.default_timeout_s = default_timeout_s
 
     def metadata(self, topics: list[str] | None, timeout: float) -> ClusterMetadata:
-        request = Op(ops.METADATA, {"topics": topics, "timeout_ms": max(1, int(timeout * 1000)),
-                                    "allow_auto_create": False})
-        try:
-            reply = self._rt.request("main", request, timeout=max(timeout, 0.001) + 1.0)
-        except ActorError as exc:
-            raise KafkaException(KafkaError(E["_TIMED_OUT"], f"metadata request failed: {exc}")) from None
-        payload = reply.payload or {}
-        if payload.get("error_code"):
-            raise KafkaException(KafkaError(int(payload["error_code"]), payload.get("reason") or None))
-        return cluster_from_wire(payload.get("metadata") or {})
+        return request_metadata(self._rt, topics, timeout, allow_auto_create=False)
 
     def list_offsets(self, rows: Iterable[tuple[str, int, int]], timeout: float
                      ) -> dict[tuple[str, int], tuple[int, int]]:

@@ -27,7 +27,7 @@ from kqactors.partitioner import Partitioner
 from kqactors.producer_buffers import ProducerBuffers
 from kqactors.producer_core.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 from kqactors.producer_core.settings import ProducerSettings
-from kqactors.producer_metadata import ClusterMetadata, cluster_from_wire
+from kqactors.producer_metadata import ClusterMetadata, request_metadata
 from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
 from kqactors.runtime.runtime import Runtime
 
@@ -370,16 +370,7 @@ class Producer:
 
     def _metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
         self._check_open()
-        request = Op(ops.METADATA, {"topics": topics, "timeout_ms": max(1, int(timeout * 1000)),
-                                    "allow_auto_create": allow_auto_create})
-        try:
-            reply = self._rt.request("main", request, timeout=max(timeout, 0.001) + 1.0)
-        except ActorError as exc:
-            raise KafkaException(KafkaError(E["_TIMED_OUT"], f"metadata request failed: {exc}")) from None
-        payload = reply.payload or {}
-        if payload.get("error_code"):
-            raise KafkaException(KafkaError(int(payload["error_code"]), payload.get("reason") or None))
-        cluster = cluster_from_wire(payload.get("metadata") or {})
+        cluster = request_metadata(self._rt, topics, timeout, allow_auto_create)
         for name, meta in cluster.topics.items():
             if meta.error is None and meta.partitions:
                 self._partition_counts[name] = len(meta.partitions)

@@ -1,16 +1,21 @@
 """Cluster metadata objects returned by ``Producer.list_topics()``, shaped like confluent-kafka's.
 
-Runs in: the app process. Owns ClusterMetadata / BrokerMetadata / TopicMetadata / PartitionMetadata and
-their construction from the metadata wire dict that ``main`` returns (see kqactors.actors.requests:
+Runs in: the app process. Owns ClusterMetadata / BrokerMetadata / TopicMetadata / PartitionMetadata, the
+blocking METADATA request both clients send to ``main``, and their construction from the wire dict it returns (see kqactors.actors.requests:
 brokers as [node_id, host, port, rack], topics as [name, error, topic_id, partitions], partitions as
 [id, leader, leader_epoch, replicas, isr, error]).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kqactors.errors import KafkaError
+from kqactors.actors import ops
+from kqactors.errors import ERROR_CODES, KafkaError, KafkaException
+from kqactors.runtime.op import ActorError, Op
+
+if TYPE_CHECKING:
+    from kqactors.runtime.runtime import Runtime
 
 __all__ = ["ClusterMetadata", "BrokerMetadata", "TopicMetadata", "PartitionMetadata", "cluster_from_wire"]
 
@@ -95,3 +100,18 @@ def cluster_from_wire(data: dict[str, Any]) -> ClusterMetadata:
             partitions[pid] = PartitionMetadata(pid, leader, list(replicas), list(isr), _error(perr))
         cluster.topics[name] = TopicMetadata(name, partitions, _error(error))
     return cluster
+
+
+def request_metadata(runtime: Runtime, topics: list[str] | None, timeout: float,
+                     allow_auto_create: bool) -> ClusterMetadata:
+    """Ask the main actor for cluster metadata (blocking; app side only) and raise KafkaException on failure."""
+    request = Op(ops.METADATA, {"topics": topics, "timeout_ms": max(1, int(timeout * 1000)),
+                                "allow_auto_create": allow_auto_create})
+    try:
+        reply = runtime.request("main", request, timeout=max(timeout, 0.001) + 1.0)
+    except ActorError as exc:
+        raise KafkaException(KafkaError(ERROR_CODES["_TIMED_OUT"], f"metadata request failed: {exc}")) from None
+    payload = reply.payload or {}
+    if payload.get("error_code"):
+        raise KafkaException(KafkaError(int(payload["error_code"]), payload.get("reason") or None))
+    return cluster_from_wire(payload.get("metadata") or {})

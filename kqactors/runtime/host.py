@@ -474,6 +474,11 @@ class HostCore:
         self._forget(slot)
 
     def _forget(self, slot: ActorSlot) -> None:
+        # Requests still waiting in the actor's queues get their one reply: an error, never silence.
+        for queue in slot.queues.values():
+            for op in queue.purge():
+                if op.is_request:
+                    self.post(error_reply(op, ErrorCode.DEAD_ACTOR, f"{slot.name} stopped before serving it"))
         for fd in list(slot.fds):
             self.unregister_fd(fd)
         self.actors.pop(slot.name, None)

@@ -278,3 +278,21 @@ def test_actor_replies_older_than_its_version_are_dropped(rt: Runtime) -> None:
     with pytest.raises(ActorError) as info:  # the relay never sees the stale reply, so never answers
         rt.request(relay, Op("RELAY", {"to": echo, "type": "ECHO", "payload": 2, "version": 4}), timeout=0.5)
     assert info.value.code == ErrorCode.TIMED_OUT
+
+
+def test_requests_queued_for_a_stopped_actor_are_answered(rt: Runtime) -> None:
+    """Stopping an actor answers the requests still in its mailbox (DEAD_ACTOR), never leaves them to time out."""
+    name = spawn(rt, "EchoActor", host=0)
+    rt.send(name, Op("SLEEP", 0.3))  # blocks host 0, so the requests below wait in the mailbox
+    replies = rt.new_queue()
+    ids = [rt.request_async(name, Op("ECHO", n), replies, timeout=30) for n in range(5)]
+    rt.stop(name)
+    answered = {}
+    deadline = time.monotonic() + 10
+    while len(answered) < len(ids) and time.monotonic() < deadline:
+        reply = replies.poll(0.5)
+        if reply is not None:
+            answered[reply.req_id] = reply
+    assert sorted(answered) == sorted(ids), "every request gets one reply well before its 30 s timeout"
+    for reply in answered.values():
+        assert reply.error is None or reply.error.code in (ErrorCode.DEAD_ACTOR, ErrorCode.UNKNOWN_ACTOR)

@@ -42,6 +42,10 @@ _FLUSH_MESSAGES = 4096
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long produce() waits, once per new topic, for its partition count
 _CLOSE_FLUSH_S = 5.0
+# A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
+# failed (retriable _TRANSPORT) and the spawn is tried again with the partition's next messages, instead of
+# stalling every partition's hand-over for the runtime's default 30 s.
+_SPAWN_TIMEOUT_S = 5.0
 
 E = ERROR_CODES
 _time_ns = time.time_ns
@@ -480,7 +484,7 @@ class Producer:
         host = 1 + (zlib.crc32(buf.topic.encode()) + buf.partition) % self._hosts
         args = {"topic": buf.topic, "partition": buf.partition, **self._toppar_args}
         try:
-            self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host)
+            self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host, timeout=_SPAWN_TIMEOUT_S)
         except (ActorError, ValueError) as exc:
             self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
             return False

@@ -207,9 +207,7 @@ class ConsumerTopparActor(Actor):
             self._to_broker(self.broker_id, cops.FETCH_FLOW, {"open": change, "version": self.version})
 
     def _to_broker(self, broker_id: int, op_type: str, payload: dict[str, Any]) -> None:
-        name = ops.broker_name(broker_id)
-        self._ensure_route(name)
-        self.ctx.send(name, Op(op_type, {"topic": self.topic, "partition": self.partition, **payload}))
+        self.ctx.send(ops.broker_name(broker_id), Op(op_type, {"topic": self.topic, "partition": self.partition, **payload}))
 
     def _send_error(self, offset: int, code: int, reason: str) -> None:
         writer = MessageBatchWriter()
@@ -218,16 +216,6 @@ class ConsumerTopparActor(Actor):
             "topic": self.topic, "partition": self.partition, "version": self.version, "messages": 0,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
         }, [writer.getvalue()]), qid=self.app_qid)  # fmt: skip
-
-    def _ensure_route(self, broker: str) -> None:
-        """Broker actors live on main's host; if this host's directory has not learned a broker's name yet,
-        point it there (same workaround as the producer toppar)."""
-        directory = getattr(getattr(self.ctx, "_core", None), "directory", None)
-        if directory is None or broker in directory:
-            return
-        main_host = directory.get(self.main_name)
-        if main_host is not None:
-            directory[broker] = main_host
 
 
 class HostWarmupActor(Actor):

@@ -29,6 +29,7 @@ from harness import (
     RUNNERS,
     RunFailed,
     RunResult,
+    broker_for_run,
     markdown_table,
     run_client,
     summarise,
@@ -150,24 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     if not clients:
         print("no client available to benchmark", file=sys.stderr)
         return 1
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        from kqactors.testing.tansu import TansuBroker
-
-        broker = TansuBroker().start()
-        bootstrap = broker.bootstrap
-        print(f"embedded Tansu broker at {bootstrap}", file=sys.stderr)
     started = time.monotonic()
-    try:
+    with broker_for_run(args.bootstrap) as bootstrap:
         results = run_all(args, bootstrap, clients)
-    finally:
-        if broker is not None:
-            broker.stop()
     summaries = summarise(results)
     meta = {
         "python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
-        "broker": "embedded Tansu" if broker is not None else bootstrap, "partitions": PARTITIONS,
+        "broker": args.bootstrap or "embedded Tansu", "partitions": PARTITIONS,
         "acks": 1, "repeats": args.repeats, "quick": args.quick, "wall_s": round(time.monotonic() - started, 1),
         "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients,
     }

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,19 @@ class RunResult:
     peak_rss_mb: float
     processes: int
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def broker_for_run(bootstrap: str | None) -> Iterator[str]:
+    """The given bootstrap, or an embedded Tansu broker started for the run and stopped after it."""
+    if bootstrap is not None:
+        yield bootstrap
+        return
+    from kqactors.testing.tansu import TansuBroker
+
+    with TansuBroker() as broker:
+        print(f"embedded Tansu broker at {broker.bootstrap}", file=sys.stderr)
+        yield broker.bootstrap
 
 
 def run_client(client: str, case: str, repeat: int, bootstrap: str, topic: str, count: int, size: int,

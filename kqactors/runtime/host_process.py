@@ -1,6 +1,12 @@
 """Runs in: a host process, started by the supervisor as ``python -m kqactors.runtime.host_process``.
 Owns the host's poll loop: the zmq inbox plus actor-owned file descriptors, timers, and the watch on the
-app process (PR_SET_PDEATHSIG plus a parent-pid poll) so a host never outlives its app.
+app process so a host never outlives its app.
+
+Three watches, because each alone has a gap: PR_SET_PDEATHSIG (instant, Linux only), a lifeline pipe on
+stdin whose write end only the app holds (EOF when the app dies, seen by a thread even while the loop is
+busy inside an actor), and a parent-pid poll in the loop. An orphaned host removes the run dir and leaves
+with ``os._exit``: the app is gone, nothing is left to flush, and an orderly interpreter exit could wait
+on a thread or a zmq context.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ import ctypes
 import logging
 import os
 import signal
+import stat
 import sys
+import threading
 import time
 
 import zmq
@@ -35,6 +43,33 @@ def _die_with_parent(parent_pid: int) -> None:
             pass
     if os.getppid() != parent_pid:
         os._exit(0)
+
+
+def _leave_orphaned(run_dir: str) -> None:
+    remove_run_dir(run_dir)  # the app cannot tidy up any more: whoever gets here first does
+    os._exit(0)
+
+
+def _watch_lifeline(run_dir: str, parent_pid: int) -> None:
+    """Block on stdin (the app holds the only write end); EOF means the app closed it or died."""
+    def wait_for_eof() -> None:
+        try:
+            while os.read(0, 512):
+                pass
+        except OSError:
+            return
+        # The kernel closes a dead process's files before it re-parents the children: wait for that. An
+        # app that closed the pipe while alive is shutting us down in order, so this thread just waits.
+        while os.getppid() == parent_pid:
+            time.sleep(0.02)
+        _leave_orphaned(run_dir)
+
+    try:
+        if not stat.S_ISFIFO(os.fstat(0).st_mode):
+            return  # started by hand, without a lifeline
+    except OSError:
+        return
+    threading.Thread(target=wait_for_eof, name="kqactors-lifeline", daemon=True).start()
 
 
 class _ParentGone(BaseException):
@@ -116,13 +151,11 @@ def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if orphaned:
-            # The app is gone and cannot tidy up: whoever gets here first removes the run dir.
-            remove_run_dir(run_dir)
-        else:
-            try:
-                os.unlink(endpoint(run_dir, key)[len("ipc://"):])
-            except OSError:
-                pass
+            _leave_orphaned(run_dir)
+        try:
+            os.unlink(endpoint(run_dir, key)[len("ipc://"):])
+        except OSError:
+            pass
         outbox.close()
         inbox.close()
         context.term()
@@ -140,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the app, which closes us in order
     _die_with_parent(args.parent_pid)
+    _watch_lifeline(args.run_dir, args.parent_pid)
     return serve_forever(args.key, args.run_dir, args.parent_pid)
 
 

@@ -39,6 +39,14 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(kqactors.__file__)))
 
 
+def _close_lifeline(proc: subprocess.Popen) -> None:
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
 class ZmqControl:
     """The ControlChannel over ZeroMQ and real processes."""
 
@@ -67,7 +75,9 @@ class ZmqControl:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cmd = [sys.executable, "-m", "kqactors.runtime.host_process", "--key", key, "--run-dir", self._run_dir,
                "--parent-pid", str(os.getpid()), "--log-level", self._log_level]
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, close_fds=True, env=env)
+        # stdin is the host's lifeline: only this process holds the write end, so the host sees EOF the
+        # moment the app dies, however it dies.
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True, env=env)
         self.procs[key] = proc
         try:
             self._pidfds[os.pidfd_open(proc.pid)] = key
@@ -114,6 +124,7 @@ class ZmqControl:
         if self.closing or self._stopping:
             return
         del self.procs[key]
+        _close_lifeline(proc)
         threading.Thread(target=self._on_death, args=(key, exitcode), name=f"kqactors-restart-{key}",
                          daemon=True).start()
 
@@ -208,6 +219,7 @@ class ZmqControl:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 log.error("host process %d did not die", proc.pid)
+            _close_lifeline(proc)
         self._stopping = True
         self._wake()
         if threading.current_thread() is not self._thread:

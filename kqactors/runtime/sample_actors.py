@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from typing import Any
@@ -15,7 +16,7 @@ from .op import CHILD_EXITED, POISON, Op
 
 class EchoActor(Actor):
     """Replies to ECHO with the same payload and frames; DELAY replies after ``payload`` seconds (via a
-    timer, never blocking); SLEEP blocks this host."""
+    timer, never blocking); SLEEP blocks this host; WEDGE blocks it deaf to SIGTERM too."""
 
     def __init__(self, ctx: ActorContext, **args: Any) -> None:
         super().__init__(ctx, **args)
@@ -51,6 +52,13 @@ class EchoActor(Actor):
         time.sleep(float(op.payload))
         if op.is_request:
             self.ctx.reply(op, Op("SLEEP"))
+
+
+    @on("WEDGE")
+    def wedge(self, op: Op) -> None:
+        """Stand-in for a host stuck in native code: no signal handler and no loop turn can run."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        time.sleep(float(op.payload))
 
 
 class SinkActor(Actor):

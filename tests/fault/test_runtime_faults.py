@@ -132,8 +132,13 @@ SCRIPT = textwrap.dedent("""
     rt = Runtime(hosts=2)
     rt.spawn("echo", "kqactors.runtime.sample_actors:EchoActor")
     rt.request("echo", Op("ECHO"), 10)
+    if sys.argv[1] == "wedge":  # both hosts stuck, deaf to SIGTERM: only the stdin lifeline can tell them
+        rt.spawn("echo1", "kqactors.runtime.sample_actors:EchoActor", host=1)
+        rt.send("echo", Op("WEDGE", 60))
+        rt.send("echo1", Op("WEDGE", 60))
+        time.sleep(0.5)
     print(rt.run_dir, *[rt.host_pid(k) for k in rt.host_keys], flush=True)
-    if sys.argv[1] == "hang":
+    if sys.argv[1] != "exit":
         time.sleep(60)
 """)
 
@@ -145,14 +150,24 @@ def _run_app(mode: str) -> tuple[subprocess.Popen, str, list[int]]:
     return app, line[0], [int(p) for p in line[1:]]
 
 
-def _gone(pids: list[int], run_dir: str, within: float) -> bool:
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _leftovers(pids: list[int], run_dir: str, within: float) -> str:
+    """What outlived the app after ``within`` seconds ('' when nothing did)."""
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        if not alive and not os.path.exists(run_dir):
-            return True
+    while True:
+        alive = [p for p in pids if _alive(p)]
+        left = os.listdir(run_dir) if os.path.exists(run_dir) else None
+        if not alive and left is None:
+            return ""
+        if time.monotonic() >= deadline:
+            return f"live hosts {alive}, run dir entries {left}"
         time.sleep(0.05)
-    return False
 
 
 def test_kill_9_of_the_app_leaves_no_orphans() -> None:
@@ -160,13 +175,20 @@ def test_kill_9_of_the_app_leaves_no_orphans() -> None:
     assert all(psutil.pid_exists(p) for p in pids)
     os.kill(app.pid, signal.SIGKILL)
     app.wait(5)
-    assert _gone(pids, run_dir, within=5.0), "host processes or the run dir outlived the app"
+    assert _leftovers(pids, run_dir, within=5.0) == ""
+
+
+def test_kill_9_of_the_app_frees_hosts_stuck_in_an_actor() -> None:
+    app, run_dir, pids = _run_app("wedge")
+    os.kill(app.pid, signal.SIGKILL)
+    app.wait(5)
+    assert _leftovers(pids, run_dir, within=5.0) == ""
 
 
 def test_interpreter_exit_without_close_cleans_up() -> None:
     app, run_dir, pids = _run_app("exit")
     assert app.wait(20) == 0
-    assert _gone(pids, run_dir, within=5.0)
+    assert _leftovers(pids, run_dir, within=5.0) == ""
 
 
 def test_close_from_another_thread_wakes_a_blocked_request() -> None:
@@ -225,4 +247,4 @@ def test_a_dropped_runtime_closes_itself() -> None:
     pid, run_dir = rt.host_pid("h0"), rt.run_dir
     del rt
     gc.collect()
-    assert _gone([pid], run_dir, within=5.0)
+    assert _leftovers([pid], run_dir, within=5.0) == ""

@@ -212,6 +212,10 @@ def test_kill_9_of_a_toppar_host_loses_nothing(cluster, unique_topic):
     killed: list[int] = []
 
     def kill() -> None:
+        # produce() outruns the flusher, which may not have started the toppar yet: wait for it
+        deadline = time.monotonic() + 10
+        while runtime.host_of(f"toppar/{unique_topic}/0") is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         key = runtime.host_of(f"toppar/{unique_topic}/0")
         pid = runtime.host_pid(key)
         assert pid is not None

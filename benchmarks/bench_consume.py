@@ -31,6 +31,7 @@ import psutil
 from bench_produce import available_clients
 from harness import (
     BENCH_DIR,
+    RunBroker,
     RunFailed,
     RunResult,
     broker_for_run,
@@ -41,7 +42,7 @@ from harness import (
     write_json,
 )
 
-from kqactors.cli.perf_payload import create_topic, make_payloads
+from kqactors.cli.perf_payload import make_payloads
 
 #: client name → consume runner script (benchmarks/clients/); run_client looks runners up in harness.RUNNERS.
 CONSUME_RUNNERS = {
@@ -82,14 +83,18 @@ CASES = {
     "1KiB-zstd": Case("1KiB-zstd", 1024, "zstd", 200_000, 20_000),
     "100B-subscribe": Case("100B-subscribe", 100, "none", 1_000_000, 50_000, mode="subscribe", topic_of="100B"),
     "latency": Case("latency", 100, "none", 5_000, 2_000, mode="latency", clients=("kqactors", "confluent-kafka"),
-                    runner_args=("--rate", str(LATENCY_RATE), "--fetch-wait-ms", str(LATENCY_FETCH_WAIT_MS))),
+                    runner_args=("--rate", str(LATENCY_RATE))),
 }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", help="bootstrap.servers (default: start an embedded Tansu broker)")
+    parser.add_argument("--bootstrap", help="bootstrap.servers (default: start an embedded broker, see --broker)")
+    parser.add_argument("--broker", choices=harness.BROKER_KINDS, default="tansu",
+                        help="the embedded broker when no --bootstrap is given (default tansu)")
     parser.add_argument("--clients", default=",".join(CONSUME_RUNNERS))
+    parser.add_argument("--fetch-wait-ms", type=int, default=LATENCY_FETCH_WAIT_MS,
+                        help=f"fetch.wait.max.ms of the latency case (default {LATENCY_FETCH_WAIT_MS})")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--repeats", type=int, default=None, help="runs per client and case (default 3; quick 1)")
     parser.add_argument("--count-scale", type=float, default=1.0)
@@ -110,12 +115,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def fill_topic(bootstrap: str, topic: str, count: int, size: int, compression: str) -> None:
+def fill_topic(broker: RunBroker, topic: str, count: int, size: int, compression: str) -> None:
     """Produce ``count`` messages round-robin over the partitions with confluent-kafka."""
     import confluent_kafka
 
-    create_topic(bootstrap, topic, PARTITIONS)
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+    broker.create_topic(topic, PARTITIONS)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50,
                                          "compression.type": compression, "acks": "1"})
     payloads = make_payloads(size)
     for index in range(count):
@@ -129,7 +134,7 @@ def fill_topic(bootstrap: str, topic: str, count: int, size: int, compression: s
         raise SystemExit(f"could not fill {topic}")
 
 
-def run_all(args: argparse.Namespace, bootstrap: str, clients: list[str]) -> list[RunResult]:
+def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> list[RunResult]:
     harness.RUNNERS.update(CONSUME_RUNNERS)  # this driver's runs are consume runs
     results: list[RunResult] = []
     topics: dict[str, tuple[str, int]] = {}
@@ -143,20 +148,22 @@ def run_all(args: argparse.Namespace, bootstrap: str, clients: list[str]) -> lis
         else:
             topic = f"bench-consume-{case.name.lower()}-{uuid.uuid4().hex[:8]}"
             started = time.monotonic()
-            fill_topic(bootstrap, topic, count, case.size, case.compression)
+            fill_topic(broker, topic, count, case.size, case.compression)
             print(f"[{case.name}] filled {topic} with {count:,} messages in {time.monotonic() - started:.1f} s",
                   file=sys.stderr, flush=True)
         topics[case.name] = (topic, count)
         extra = ("--mode", case.mode, *case.runner_args)
+        if case.mode == "latency":
+            extra += ("--fetch-wait-ms", str(args.fetch_wait_ms))
         for repeat in range(args.repeats):
             for client in clients:
                 if case.clients is not None and client not in case.clients:
                     continue
                 if case.mode == "latency":  # an empty topic per run: no run reads another's traffic
                     topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
-                    create_topic(bootstrap, topic, PARTITIONS)
+                    broker.create_topic(topic, PARTITIONS)
                 try:
-                    result = run_client(client, case.name, repeat, bootstrap, topic, count, case.size,
+                    result = run_client(client, case.name, repeat, broker.bootstrap, topic, count, case.size,
                                         case.compression, extra_args=extra)
                 except RunFailed as exc:
                     print(f"[{case.name} #{repeat + 1}] {exc}", file=sys.stderr)
@@ -194,16 +201,16 @@ def main(argv: list[str] | None = None) -> int:
         print("no client available to benchmark", file=sys.stderr)
         return 1
     started = time.monotonic()
-    with broker_for_run(args.bootstrap) as bootstrap:
-        results = run_all(args, bootstrap, clients)
+    with broker_for_run(args.bootstrap, args.broker) as broker:
+        results = run_all(args, broker, clients)
     throughput = [r for r in results if CASES[r.case].mode != "latency"]
     summaries = summarise(throughput)
     meta = {
         "python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
-        "broker": args.bootstrap or "embedded Tansu", "partitions": PARTITIONS,
+        "broker": args.bootstrap or broker.kind, "partitions": PARTITIONS,
         "repeats": args.repeats, "quick": args.quick, "wall_s": round(time.monotonic() - started, 1),
         "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients, "kind": "consume",
-        "latency_fetch_wait_max_ms": LATENCY_FETCH_WAIT_MS, "latency_rate": LATENCY_RATE,
+        "latency_fetch_wait_max_ms": args.fetch_wait_ms, "latency_rate": LATENCY_RATE,
     }
     write_json(args.json_out, meta, results, summaries)
     throughput_cases = [c for c in args.cases if CASES[c].mode != "latency"]

@@ -23,10 +23,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import harness
 import psutil
 from harness import (
     BENCH_DIR,
     RUNNERS,
+    RunBroker,
     RunFailed,
     RunResult,
     broker_for_run,
@@ -36,8 +38,6 @@ from harness import (
     write_chart,
     write_json,
 )
-
-from kqactors.cli.perf_payload import create_topic
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,9 @@ CLIENT_MODULES = {"kqactors": "kqactors.producer", "confluent-kafka": "confluent
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", help="bootstrap.servers (default: start an embedded Tansu broker)")
+    parser.add_argument("--bootstrap", help="bootstrap.servers (default: start an embedded broker, see --broker)")
+    parser.add_argument("--broker", choices=harness.BROKER_KINDS, default="tansu",
+                        help="the embedded broker when no --bootstrap is given (default tansu)")
     parser.add_argument("--clients", default=",".join(RUNNERS),
                         help=f"comma-separated subset of {','.join(RUNNERS)}")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
@@ -121,7 +123,7 @@ def runner_args(client: str, case: str) -> tuple[str, ...]:
     return ("--batch-size", str(sizes.get(case, sizes["*"])))
 
 
-def run_all(args: argparse.Namespace, bootstrap: str, clients: list[str]) -> list[RunResult]:
+def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> list[RunResult]:
     """Every case × repeat × client; clients interleave within a repeat so drift hits them alike."""
     results: list[RunResult] = []
     for case_name in args.cases:
@@ -130,9 +132,9 @@ def run_all(args: argparse.Namespace, bootstrap: str, clients: list[str]) -> lis
         for repeat in range(args.repeats):
             for client in clients:
                 topic = f"bench-{case.name.lower()}-{client}-{uuid.uuid4().hex[:8]}"
-                create_topic(bootstrap, topic, PARTITIONS)
+                broker.create_topic(topic, PARTITIONS)
                 try:
-                    result = run_client(client, case.name, repeat, bootstrap, topic, count, case.size,
+                    result = run_client(client, case.name, repeat, broker.bootstrap, topic, count, case.size,
                                         case.compression, extra_args=runner_args(client, case.name))
                 except RunFailed as exc:
                     print(f"[{case.name} #{repeat + 1}] {exc}", file=sys.stderr)
@@ -152,12 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         print("no client available to benchmark", file=sys.stderr)
         return 1
     started = time.monotonic()
-    with broker_for_run(args.bootstrap) as bootstrap:
-        results = run_all(args, bootstrap, clients)
+    with broker_for_run(args.bootstrap, args.broker) as broker:
+        results = run_all(args, broker, clients)
     summaries = summarise(results)
     meta = {
         "python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
-        "broker": args.bootstrap or "embedded Tansu", "partitions": PARTITIONS,
+        "broker": args.bootstrap or broker.kind, "partitions": PARTITIONS,
         "acks": 1, "repeats": args.repeats, "quick": args.quick, "wall_s": round(time.monotonic() - started, 1),
         "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients,
     }

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -137,17 +137,42 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class RunBroker:
+    """Where a benchmark runs, and how it makes a topic there."""
+
+    bootstrap: str
+    kind: str
+    create_topic: Callable[[str, int], Any]
+
+
+BROKER_KINDS = ("tansu", "mock")
+
+
 @contextmanager
-def broker_for_run(bootstrap: str | None) -> Iterator[str]:
-    """The given bootstrap, or an embedded Tansu broker started for the run and stopped after it."""
+def broker_for_run(bootstrap: str | None, kind: str = "tansu") -> Iterator[RunBroker]:
+    """The given bootstrap, or an embedded broker started for the run and stopped after it: Tansu, or the
+    librdkafka mock cluster (one broker; it answers an empty Fetch at once instead of holding it, so the
+    clients' own latency shows, and it offers no CreateTopics, so topics are made through its control)."""
+    from kqactors.cli.perf_payload import create_topic
+
     if bootstrap is not None:
-        yield bootstrap
+        yield RunBroker(bootstrap, "given", lambda topic, partitions: create_topic(bootstrap, topic, partitions))
+        return
+    if kind == "mock":
+        from kqactors.testing.mock_cluster import MockCluster
+
+        with MockCluster(num_brokers=1) as cluster:
+            print(f"embedded librdkafka mock cluster at {cluster.bootstrap}", file=sys.stderr)
+            yield RunBroker(cluster.bootstrap, "librdkafka mock cluster",
+                            lambda topic, partitions: cluster.create_topic(topic, partitions))
         return
     from kqactors.testing.tansu import TansuBroker
 
     with TansuBroker() as broker:
         print(f"embedded Tansu broker at {broker.bootstrap}", file=sys.stderr)
-        yield broker.bootstrap
+        yield RunBroker(broker.bootstrap, "embedded Tansu",
+                        lambda topic, partitions: create_topic(broker.bootstrap, topic, partitions))
 
 
 def run_client(client: str, case: str, repeat: int, bootstrap: str, topic: str, count: int, size: int,

@@ -111,6 +111,9 @@ class Producer:
         self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
         linger_s = self._settings.linger_ms / 1000.0
         self._tick_s = min(max(linger_s / 2, 0.0005), 0.005)
+        # linger.ms=0 asks for latency: the first message after a hand-over wakes the flusher at once (as
+        # librdkafka wakes its broker thread), the ones that arrive while it works go in its next round.
+        self._wake_on_first = linger_s == 0
         self._partition_counts: dict[str, int] = {}
         self._metadata_failed_at: dict[str, float] = {}
         self._metadata_errors: dict[str, int] = {}
@@ -205,7 +208,8 @@ class Producer:
             if not self._wait_for_room(size, block_timeout) or \
                     not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
                 raise BufferError("Local: Queue full")
-        if buffers.unsent >= _FLUSH_MESSAGES and not self._wake.is_set():
+        unsent = buffers.unsent
+        if (unsent >= _FLUSH_MESSAGES or (unsent == 1 and self._wake_on_first)) and not self._wake.is_set():
             self._wake.set()
 
     def _wait_for_room(self, size: int, block_timeout: float | None) -> bool:

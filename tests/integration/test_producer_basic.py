@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -134,3 +135,22 @@ def test_list_topics_reports_partitions(mock_cluster):
         metadata = producer.list_topics("lt-topic", timeout=10)
         assert sorted(metadata.topics["lt-topic"].partitions) == [0, 1, 2]
         assert len(metadata.brokers) == 3
+
+
+def test_linger_zero_hands_a_message_over_at_once(mock_cluster, unique_topic):
+    """linger.ms=0: the first message after a hand-over wakes the flusher instead of waiting for its timer
+    (here stretched to a minute, so only the wake-up can deliver within the poll)."""
+    reports, on_delivery = _collect()
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 0,
+                   "on_delivery": on_delivery}) as producer:
+        producer.produce(unique_topic, value=b"warm", partition=0)
+        assert producer.flush(30) == 0
+        producer._tick_s = 60.0
+        time.sleep(0.05)  # the flusher's current short wait ends; its next one lasts a minute
+        producer.produce(unique_topic, value=b"now", partition=0)
+        producer.produce(unique_topic, value=b"again", partition=0)
+        for _ in range(100):
+            producer.poll(0.1)
+            if len(reports) == 3:
+                break
+        assert [msg.value() for err, msg in reports if err is None] == [b"warm", b"now", b"again"]

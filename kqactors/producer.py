@@ -7,7 +7,10 @@ partition is used), delivery reports served by poll()/flush(), BufferError backp
 blocking), purge, list_topics, error_cb and close.
 
 Hot path (produce): check types, choose the partition, append to a buffer under one lock. Nothing in
-produce() talks to another process, except the one metadata lookup the first time a topic is seen.
+produce() talks to another process: a message to a topic whose partition count is not known yet waits in
+``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it. Only a message
+with an explicit partition to a topic never seen waits for that lookup inside produce() (to raise
+_UNKNOWN_PARTITION there).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kqactors.producer_buffers import ProducerBuffers
 from kqactors.producer_core.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 from kqactors.producer_core.settings import ProducerSettings
 from kqactors.producer_metadata import ClusterMetadata, request_metadata
+from kqactors.producer_unassigned import HeldMessage, UnassignedMessages
 from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
 from kqactors.runtime.runtime import Runtime
 
@@ -40,7 +44,7 @@ MAIN_FACTORY = "kqactors.actors.main:MainActor"
 _FLUSH_BYTES = 256 * 1024       # wake the flusher early once this much is buffered
 _FLUSH_MESSAGES = 4096
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
-_METADATA_WAIT_S = 10.0         # how long produce() waits, once per new topic, for its partition count
+_METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0
 # A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
 # failed (retriable _TRANSPORT) and the spawn is tried again with the partition's next messages, instead of
@@ -130,6 +134,7 @@ class Producer:
             self._rt.close()
             raise
         self._toppar_args = {"settings": self._settings.to_dict()}
+        self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held)
         self._flusher = threading.Thread(target=self._flush_loop, name="kqactors-producer-flusher", daemon=True)
         self._flusher.start()
 
@@ -176,6 +181,9 @@ class Producer:
             raise KafkaException(KafkaError(E["MSG_SIZE_TOO_LARGE"],
                                             f"Message size {size} exceeds message.max.bytes"))
         count = self._partition_counts.get(topic)
+        if partition < 0 and (count is None or (self._unassigned.held and topic in self._unassigned.held)):
+            if self._hold(topic, key, value, hdrs, timestamp, cb, size, block_timeout, count is None):
+                return
         if count is None:
             count = self._lookup_partition_count(topic)
         if count is None:
@@ -185,19 +193,7 @@ class Producer:
                 return
             # An explicit partition can wait in its toppar for the leader (or time out there).
         elif partition < 0:
-            if key is None and self._null_sticky_ms:
-                # The sticky choice is cached until it expires, read with the timestamp's clock read.
-                now_ms = _time_ns() // 1_000_000
-                if timestamp == 0:
-                    timestamp = now_ms
-                sticky = self._null_sticky.get(topic)
-                if sticky is not None and now_ms < sticky[1] and sticky[2] == count:
-                    partition = sticky[0]
-                else:
-                    partition = self._partitioner(topic, None, count)
-                    self._null_sticky[topic] = (partition, now_ms + self._null_sticky_ms, count)
-            else:
-                partition = self._partitioner(topic, key, count)
+            partition = self._partition_for(topic, key, count)
         elif partition >= count:
             raise KafkaException(KafkaError(E["_UNKNOWN_PARTITION"],
                                             f"Partition {partition} does not exist in topic {topic}"))
@@ -212,6 +208,56 @@ class Producer:
         if (unsent >= _FLUSH_MESSAGES or (unsent == 1 and self._wake_on_first)) and not self._wake.is_set():
             self._wake.set()
 
+    def _hold(self, topic: str, key: bytes | None, value: bytes | None, headers: Any, timestamp: int,
+              cb: Callable[..., Any] | None, size: int, block_timeout: float | None, unknown: bool) -> bool:
+        """Queue a message for a topic without a partition count (or behind ones that wait for it).
+        False: nothing held, the caller goes on (the topic was released meanwhile, or its lookup failed
+        moments ago and the caller reports the message at once)."""
+        if unknown:
+            failed_at = self._metadata_failed_at.get(topic)
+            if failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S:
+                return False
+        if timestamp == 0:
+            timestamp = _time_ns() // 1_000_000
+        buffers = self._buffers
+        if not buffers.reserve(size):
+            if not self._wait_for_room(size, block_timeout) or not buffers.reserve(size):
+                raise BufferError("Local: Queue full")
+        if self._unassigned.hold(topic, HeldMessage(key, value, headers, timestamp, cb, size), start=unknown):
+            return True
+        with buffers.lock:  # released meanwhile: give the room back, the caller appends normally
+            buffers.count -= 1
+            buffers.nbytes -= size
+        return False
+
+    def _release_held(self, topic: str, messages: list[HeldMessage], count: int) -> None:
+        """The topic's partition count arrived: partition the held messages in produce order."""
+        buffers = self._buffers
+        for msg in messages:
+            partition = self._partition_for(topic, msg.key, count)
+            buffers.append(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                           msg.size, reserved=True)
+        self._wake.set()
+
+    def _fail_held(self, topic: str, messages: list[HeldMessage], code: int | None = None) -> None:
+        if code is None:
+            code = self._metadata_errors.get(topic, E["_UNKNOWN_TOPIC"])
+        for msg in messages:
+            self._report_now(topic, -1, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback, code,
+                             reserved_size=msg.size)
+
+    def _partition_for(self, topic: str, key: bytes | None, count: int) -> int:
+        """The partitioner's choice; a null key's sticky choice is cached until it expires."""
+        if key is None and self._null_sticky_ms:
+            now_ms = _time_ns() // 1_000_000
+            sticky = self._null_sticky.get(topic)
+            if sticky is not None and now_ms < sticky[1] and sticky[2] == count:
+                return sticky[0]
+            partition = self._partitioner(topic, None, count)
+            self._null_sticky[topic] = (partition, now_ms + self._null_sticky_ms, count)
+            return partition
+        return self._partitioner(topic, key, count)
+
     def _wait_for_room(self, size: int, block_timeout: float | None) -> bool:
         if not block_timeout or block_timeout <= 0:
             return False
@@ -224,11 +270,12 @@ class Producer:
         return True
 
     def _report_now(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
-                    timestamp: int, cb: Callable[..., Any] | None, code: int) -> None:
+                    timestamp: int, cb: Callable[..., Any] | None, code: int, reserved_size: int | None = None) -> None:
         """A message that never reaches a toppar still gets exactly one delivery report."""
         buffers = self._buffers
+        reserved = reserved_size is not None
         if not buffers.append(topic, max(partition, 0), key, value, headers, timestamp or int(time.time() * 1000),
-                              cb, 0):
+                              cb, reserved_size or 0, reserved=reserved):
             raise BufferError("Local: Queue full")
         with buffers.lock:
             buf = buffers.partitions[(topic, max(partition, 0))]
@@ -351,6 +398,8 @@ class Producer:
         """Fail queued (_PURGE_QUEUE) and/or in-flight (_PURGE_INFLIGHT) messages; reports are served by
         the next poll()/flush()."""
         if in_queue:
+            for topic, messages in self._unassigned.take_all().items():
+                self._fail_held(topic, messages, E["_PURGE_QUEUE"])
             self._buffers.fail_unsent(E["_PURGE_QUEUE"], self._on_delivery)
         op_payload = {"in_queue": bool(in_queue), "in_flight": bool(in_flight)}
         targets = [buf.name for buf in self._buffers.partitions_with_pending() if buf.spawned]
@@ -536,6 +585,9 @@ class Producer:
             self._closed = True
             self._wake.set()
             self._flusher.join(timeout=2.0)
+            self._unassigned.close()
+            for topic, messages in self._unassigned.take_all().items():
+                self._fail_held(topic, messages, E["_DESTROY"])
             self._buffers.fail_everything(E["_DESTROY"], self._on_delivery)
             try:
                 self._serve_ready()

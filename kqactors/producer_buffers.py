@@ -70,14 +70,17 @@ class ProducerBuffers:
         return self.nbytes + size <= self.max_bytes or self.count == 0
 
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-               headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int) -> bool:
-        """Append one message; returns False (nothing appended) when the queue limits are reached."""
+               headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int,
+               reserved: bool = False) -> bool:
+        """Append one message; returns False (nothing appended) when the queue limits are reached.
+        ``reserved``: its room was taken earlier by reserve(), so no limit check and no second count."""
         now = _monotonic()
         with self.lock:
             count = self.count
-            if (self.max_messages and count + len(self.ready) >= self.max_messages) or \
-                    (self.nbytes + size > self.max_bytes and count > 0):
-                return False
+            if not reserved:
+                if (self.max_messages and count + len(self.ready) >= self.max_messages) or \
+                        (self.nbytes + size > self.max_bytes and count > 0):
+                    return False
             buf = self.partitions.get((topic, partition))
             if buf is None:
                 buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
@@ -85,9 +88,21 @@ class ProducerBuffers:
             buf.next_msgid = msgid + 1
             buf.packer.append(msgid, timestamp, key, value, headers, now)
             buf.pending[msgid] = (key, value, headers, timestamp, callback, now, size)
-            self.count = count + 1
-            self.nbytes += size
+            if not reserved:
+                self.count = count + 1
+                self.nbytes += size
             self.unsent += 1
+        return True
+
+    def reserve(self, size: int) -> bool:
+        """Count a message that has no partition yet (waiting for its topic's metadata) against the queue
+        limits, so len(), flush() and BufferError see it; append(..., reserved=True) places it later."""
+        with self.lock:
+            if (self.max_messages and self.count + len(self.ready) >= self.max_messages) or \
+                    (self.nbytes + size > self.max_bytes and self.count > 0):
+                return False
+            self.count += 1
+            self.nbytes += size
         return True
 
     def take_all(self) -> list[tuple[PartitionBuffer, int, int, float, bytes, int, list]]:

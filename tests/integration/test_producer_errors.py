@@ -122,6 +122,48 @@ def test_unknown_topic_is_reported_without_hanging(mock_cluster_factory, unique_
     assert set(reports.codes()) <= {KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}
 
 
+def test_first_produce_to_a_new_topic_does_not_wait_for_metadata(mock_cluster_factory, unique_topic):
+    """As librdkafka's UA partition: messages wait in the producer while the topic's metadata is fetched
+    (here slowed by a 1.5 s broker round trip), then go out in produce order; produce() never blocks."""
+    cluster = mock_cluster_factory(num_brokers=1)
+    reports = Reports()
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, **FAST}) as producer:
+        assert producer.list_topics(timeout=10)  # connected, before the topic exists
+        cluster.create_topic(unique_topic, partition_cnt=3)
+        cluster.broker_set_rtt(1, 1500)
+        started = time.monotonic()
+        for i in range(200):
+            producer.produce(unique_topic, b"%d" % i, key=b"k%d" % (i % 4))
+        producing_took = time.monotonic() - started
+        assert len(producer) == 200  # held messages count as queued
+        assert producer.flush(30) == 0
+    assert producing_took < 1.0, f"produce() blocked for {producing_took:.2f} s"
+    assert reports.codes() == [0] * 200
+    by_key: dict[bytes, list[int]] = {}
+    for _err, value in reports.items:
+        by_key.setdefault(b"k%d" % (int(value) % 4), []).append(int(value))
+    assert all(values == sorted(values) for values in by_key.values())  # same key, same partition, in order
+
+
+def test_held_messages_count_against_the_queue_limit_and_purge(mock_cluster_factory, unique_topic):
+    cluster = mock_cluster_factory(num_brokers=1)
+    reports = Reports()
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports,
+                   "queue.buffering.max.messages": 3, **FAST}) as producer:
+        assert producer.list_topics(timeout=10)
+        cluster.create_topic(unique_topic, partition_cnt=1)
+        cluster.broker_set_rtt(1, 3000)
+        for i in range(3):
+            producer.produce(unique_topic, b"%d" % i)
+        with pytest.raises(BufferError):
+            producer.produce(unique_topic, b"too many")
+        producer.purge(in_queue=True, in_flight=False)
+        assert producer.poll(5) == 3
+        cluster.broker_set_rtt(1, 0)
+    assert reports.codes() == [KafkaError._PURGE_QUEUE] * 3
+    assert [value for _, value in reports.items] == [b"0", b"1", b"2"]
+
+
 def _own_children() -> set[int]:
     return {child.pid for child in psutil.Process().children(recursive=True)}
 

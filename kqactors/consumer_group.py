@@ -122,7 +122,6 @@ class GroupClient:
         self._subscribed = False
         self._assigned: set[tuple[str, int]] = set()
         self._rebalance: tuple[str, list[TopicPartition]] | None = None
-        self._rebalance_applied: list[TopicPartition] | None = None
         self._app_started: set[tuple[str, int]] = set()
         self._reset_policy = get("auto.offset.reset") or "latest"
         self._explicit: dict[tuple[str, int], tuple[int, int, str | None]] = {}
@@ -359,22 +358,6 @@ class GroupClient:
             callback(self._consumer, lost)
         self._resubscribe = self._subscribed
 
-    def intercept(self, call: str, partitions: list[TopicPartition] | None) -> bool:
-        """The Consumer's assign/unassign/incremental_assign/incremental_unassign, when called from a rebalance
-        callback, land here (True: handled, the Consumer must do nothing else)."""
-        if self._rebalance is None:
-            return False
-        kind, _given = self._rebalance
-        if call in ("assign", "incremental_assign"):
-            if kind == ASSIGN:
-                self._rebalance_applied = list(partitions or [])
-        elif call in ("unassign", "incremental_unassign"):
-            if kind != ASSIGN:
-                self._rebalance_applied = list(partitions) if partitions is not None else list(_given)
-        else:
-            raise ValueError(f"unknown assignment call {call!r}")
-        return True
-
     def handle_op(self, op: Op) -> None:
         """One group op from the actor (served in the app thread inside poll()/consume()/close())."""
         payload = op.payload or {}
@@ -433,15 +416,13 @@ class GroupClient:
         """Run the app's callback (or the default), then tell the actor. Revoked partitions stop delivering
         by the time the callback returns; their stored offsets go with REBALANCE_DONE (committed on revoke).
 
-        The app may apply the change itself from the callback, either through ``intercept`` (the Consumer
-        routes assign/unassign there during a callback) or directly on the Consumer (then its assign resolves
+        The app may apply the change itself from the callback, on the Consumer (then its assign resolves
         OFFSET_STORED through ``resolve_stored_offsets`` and the group's later start offsets are skipped)."""
         keys = {(tp.topic, tp.partition) for tp in partitions}
         positions = self._position_rows(keys & self._assigned) if kind == REVOKE else []
         before = self._consumer_keys()
         callback = self._callbacks.get(kind)
         self._rebalance = (kind, partitions)
-        self._rebalance_applied = None
         failure: BaseException | None = None
         try:
             if callback is not None:
@@ -454,8 +435,7 @@ class GroupClient:
         if kind == ASSIGN:
             self._app_started |= (after - before) & keys  # the app assigned them on the Consumer itself
             self._assigned |= self._app_started & keys
-            given = self._rebalance_applied if self._rebalance_applied is not None else partitions
-            rows = [[tp.topic, tp.partition, tp.offset] for tp in given if (tp.topic, tp.partition) in keys]
+            rows = [[tp.topic, tp.partition, tp.offset] for tp in partitions if (tp.topic, tp.partition) in keys]
             self._send(Op(CGRP_REBALANCE_DONE, {"partitions": rows, "stored": []}))
         else:
             stored = positions + self._explicit_rows(keys) if kind == REVOKE else []

@@ -7,6 +7,10 @@ stdin whose write end only the app holds (EOF when the app dies, seen by a threa
 busy inside an actor), and a parent-pid poll in the loop. An orphaned host removes the run dir and leaves
 with ``os._exit``: the app is gone, nothing is left to flush, and an orderly interpreter exit could wait
 on a thread or a zmq context.
+
+The death signal comes once per thread of the dying app (Linux re-parents a child to each remaining thread
+of its parent in turn and signals it every time), so only the first SIGTERM counts and the rest are
+ignored: a later one must not kill the host halfway through removing the run dir.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ log = logging.getLogger(__name__)
 
 PARENT_CHECK_INTERVAL = 0.25  # seconds between parent-pid polls (the PDEATHSIG fallback)
 PR_SET_PDEATHSIG = 1
+PARENT_GONE_WAIT_S = 2.0  # after a SIGTERM, how long to wait for the app to finish dying
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -77,7 +82,19 @@ class _ParentGone(BaseException):
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _ParentGone()
+
+
+def _parent_gone_within(parent_pid: int, seconds: float) -> bool:
+    """After a SIGTERM: is the app really gone? Its threads die one by one, so it may take a moment before
+    we are re-parented away from it; a SIGTERM from anyone else leaves the parent in place."""
+    deadline = time.monotonic() + seconds
+    while os.getppid() == parent_pid:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _poll_all(ready: list, inbox: ZmqInbox, core: HostCore, key: str) -> None:
@@ -147,9 +164,9 @@ def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
                     orphaned = True
                     break
     except _ParentGone:
-        orphaned = True
+        orphaned = _parent_gone_within(parent_pid, PARENT_GONE_WAIT_S)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # leaving anyway; see the module docstring
         if orphaned:
             _leave_orphaned(run_dir)
         try:

@@ -99,6 +99,21 @@ def test_send_to_a_restarting_host_fails_fast() -> None:
         assert rt.request("echo", Op("ECHO", 2), 10).payload == 2
 
 
+def test_a_stray_sigterm_to_a_host_leaves_the_run_dir_alone() -> None:
+    """Only a host whose app is gone removes the run dir. A SIGTERM from someone else (twice here: the
+    second must not kill the host halfway) ends just that host, which is restarted."""
+    with Runtime(hosts=1, restart_delay=0.1) as rt:
+        rt.spawn("echo", f"{ACTORS}:EchoActor")
+        pid = rt.host_pid("h0")
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.05)
+        os.kill(pid, signal.SIGTERM)
+        exited = wait_event(rt, lambda op: op.type == CHILD_EXITED and op.payload["name"] == "echo")
+        assert exited.payload["restarted"] and exited.payload["exitcode"] == 0
+        assert os.path.isdir(rt.run_dir) and "app.sock" in os.listdir(rt.run_dir)
+        assert rt.request("echo", Op("ECHO", 1), 10).payload == 1
+
+
 def _children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
@@ -137,6 +152,10 @@ SCRIPT = textwrap.dedent("""
         rt.send("echo", Op("WEDGE", 60))
         rt.send("echo1", Op("WEDGE", 60))
         time.sleep(0.5)
+    if sys.argv[1] == "threads":  # the death signal comes again as each of the app's threads dies
+        import threading
+        for _ in range(50):
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
     print(rt.run_dir, *[rt.host_pid(k) for k in rt.host_keys], flush=True)
     if sys.argv[1] != "exit":
         time.sleep(60)
@@ -170,8 +189,9 @@ def _leftovers(pids: list[int], run_dir: str, within: float) -> str:
         time.sleep(0.05)
 
 
-def test_kill_9_of_the_app_leaves_no_orphans() -> None:
-    app, run_dir, pids = _run_app("hang")
+@pytest.mark.parametrize("mode", ["hang", "threads"])
+def test_kill_9_of_the_app_leaves_no_orphans(mode: str) -> None:
+    app, run_dir, pids = _run_app(mode)
     assert all(psutil.pid_exists(p) for p in pids)
     os.kill(app.pid, signal.SIGKILL)
     app.wait(5)

@@ -46,6 +46,7 @@ _FLUSH_MESSAGES = 4096
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0
+_IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (it also notices host restarts)
 # A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
 # failed (retriable _TRANSPORT) and the spawn is tried again with the partition's next messages, instead of
 # stalling every partition's hand-over for the runtime's default 30 s.
@@ -118,6 +119,8 @@ class Producer:
         # linger.ms=0 asks for latency: the first message after a hand-over wakes the flusher at once (as
         # librdkafka wakes its broker thread), the ones that arrive while it works go in its next round.
         self._wake_on_first = linger_s == 0
+        # With nothing buffered the flusher sleeps (no tick) until a first message wakes it.
+        self._flusher_idle = False
         self._partition_counts: dict[str, int] = {}
         self._metadata_failed_at: dict[str, float] = {}
         self._metadata_errors: dict[str, int] = {}
@@ -205,7 +208,8 @@ class Producer:
                     not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
                 raise BufferError("Local: Queue full")
         unsent = buffers.unsent
-        if (unsent >= _FLUSH_MESSAGES or (unsent == 1 and self._wake_on_first)) and not self._wake.is_set():
+        if (unsent >= _FLUSH_MESSAGES or (unsent == 1 and (self._wake_on_first or self._flusher_idle))) \
+                and not self._wake.is_set():
             self._wake.set()
 
     def _hold(self, topic: str, key: bytes | None, value: bytes | None, headers: Any, timestamp: int,
@@ -435,9 +439,23 @@ class Producer:
 
     # ---- flusher thread -------------------------------------------------------------------------------
     def _flush_loop(self) -> None:
+        buffers = self._buffers
+        wake = self._wake
         while not self._closed:
-            self._wake.wait(self._tick_s)
-            self._wake.clear()
+            if buffers.unsent or self._flushing:
+                wake.wait(self._tick_s)  # messages flow: hand over every tick
+                wake.clear()
+            else:
+                # Idle: sleep until a first message (or flush/close) wakes us, instead of ticking. The
+                # flag goes up before the re-check, so a produce() either sees it or is seen here.
+                self._flusher_idle = True
+                if not buffers.unsent:
+                    wake.wait(_IDLE_WAIT_S)
+                self._flusher_idle = False
+                wake.clear()
+                if buffers.unsent and not self._wake_on_first and not self._flushing:
+                    wake.wait(self._tick_s)  # woken by a first message: let the batch fill for a tick
+                    wake.clear()
             try:
                 self._hand_over()
             except Exception:  # the flusher must survive anything; failures become delivery reports

@@ -8,9 +8,8 @@ blocking), purge, list_topics, error_cb and close.
 
 Hot path (produce): check types, choose the partition, append to a buffer under one lock. Nothing in
 produce() talks to another process: a message to a topic whose partition count is not known yet waits in
-``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it. Only a message
-with an explicit partition to a topic never seen waits for that lookup inside produce() (to raise
-_UNKNOWN_PARTITION there).
+``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it; an explicit
+partition beyond the count then fails in its delivery report (_UNKNOWN_PARTITION), as in librdkafka.
 """
 
 from __future__ import annotations
@@ -184,18 +183,14 @@ class Producer:
             raise KafkaException(KafkaError(E["MSG_SIZE_TOO_LARGE"],
                                             f"Message size {size} exceeds message.max.bytes"))
         count = self._partition_counts.get(topic)
-        if partition < 0 and (count is None or (self._unassigned.held and topic in self._unassigned.held)):
-            if self._hold(topic, key, value, hdrs, timestamp, cb, size, block_timeout, count is None):
+        if count is None or (self._unassigned.held and topic in self._unassigned.held):
+            if self._hold(topic, partition, key, value, hdrs, timestamp, cb, size, block_timeout, count is None):
                 return
-        if count is None:
-            count = self._lookup_partition_count(topic)
-        if count is None:
-            if partition < 0:
-                self._report_now(topic, partition, key, value, hdrs, timestamp, cb,
-                                 self._metadata_errors.get(topic, E["_UNKNOWN_TOPIC"]))
-                return
-            # An explicit partition can wait in its toppar for the leader (or time out there).
-        elif partition < 0:
+        if count is None:  # its lookup failed moments ago: report at once
+            self._report_now(topic, partition, key, value, hdrs, timestamp, cb,
+                             self._metadata_errors.get(topic, E["_UNKNOWN_TOPIC"]))
+            return
+        if partition < 0:
             partition = self._partition_for(topic, key, count)
         elif partition >= count:
             raise KafkaException(KafkaError(E["_UNKNOWN_PARTITION"],
@@ -212,8 +207,9 @@ class Producer:
                 and not self._wake.is_set():
             self._wake.set()
 
-    def _hold(self, topic: str, key: bytes | None, value: bytes | None, headers: Any, timestamp: int,
-              cb: Callable[..., Any] | None, size: int, block_timeout: float | None, unknown: bool) -> bool:
+    def _hold(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
+              timestamp: int, cb: Callable[..., Any] | None, size: int, block_timeout: float | None,
+              unknown: bool) -> bool:
         """Queue a message for a topic without a partition count (or behind ones that wait for it).
         False: nothing held, the caller goes on (the topic was released meanwhile, or its lookup failed
         moments ago and the caller reports the message at once)."""
@@ -227,7 +223,8 @@ class Producer:
         if not buffers.reserve(size):
             if not self._wait_for_room(size, block_timeout) or not buffers.reserve(size):
                 raise BufferError("Local: Queue full")
-        if self._unassigned.hold(topic, HeldMessage(key, value, headers, timestamp, cb, size), start=unknown):
+        held = HeldMessage(partition, key, value, headers, timestamp, cb, size)
+        if self._unassigned.hold(topic, held, start=unknown):
             return True
         with buffers.lock:  # released meanwhile: give the room back, the caller appends normally
             buffers.count -= 1
@@ -238,7 +235,13 @@ class Producer:
         """The topic's partition count arrived: partition the held messages in produce order."""
         buffers = self._buffers
         for msg in messages:
-            partition = self._partition_for(topic, msg.key, count)
+            partition = msg.partition
+            if partition < 0:
+                partition = self._partition_for(topic, msg.key, count)
+            elif partition >= count:
+                self._report_now(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                                 E["_UNKNOWN_PARTITION"], reserved_size=msg.size)
+                continue
             buffers.append(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
                            msg.size, reserved=True)
         self._wake.set()
@@ -247,8 +250,8 @@ class Producer:
         if code is None:
             code = self._metadata_errors.get(topic, E["_UNKNOWN_TOPIC"])
         for msg in messages:
-            self._report_now(topic, -1, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback, code,
-                             reserved_size=msg.size)
+            self._report_now(topic, msg.partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                             code, reserved_size=msg.size)
 
     def _partition_for(self, topic: str, key: bytes | None, count: int) -> int:
         """The partitioner's choice; a null key's sticky choice is cached until it expires."""

@@ -20,6 +20,7 @@ _log = logging.getLogger("kqactors.producer")
 
 
 class HeldMessage(NamedTuple):
+    partition: int  # -1: the partitioner chooses once the count is known
     key: bytes | None
     value: bytes | None
     headers: list | None
@@ -96,10 +97,16 @@ class UnassignedMessages:
                         _log.exception("kqactors producer: metadata lookup for %r failed", topic)
                         count = None
                     with self.lock:
-                        messages = self.held.pop(topic, None)
-                        if not messages:
-                            continue
-                        if count is None:
-                            self._fail(topic, messages)
-                        else:
-                            self._release(topic, messages, count)
+                        # The topic stays held until its messages are placed: a produce() meanwhile waits
+                        # for this lock and then goes behind them.
+                        messages = self.held.get(topic)
+                        try:
+                            if messages:
+                                if count is None:
+                                    self._fail(topic, messages)
+                                else:
+                                    self._release(topic, messages, count)
+                        except Exception:  # noqa: BLE001 - the thread must keep serving other topics
+                            _log.exception("kqactors producer: placing the messages held for %r failed", topic)
+                        finally:
+                            self.held.pop(topic, None)

@@ -101,6 +101,8 @@ def test_message_too_large_and_bad_arguments_raise(mock_cluster, unique_topic):
             producer.produce(unique_topic, b"x", partition="0")
         with pytest.raises(TypeError):
             producer.produce(unique_topic, b"x", headers=42)
+        producer.produce(unique_topic, b"ok")  # the partition count is known from here on
+        assert producer.flush(10) == 0
         with pytest.raises(KafkaException) as info:
             producer.produce(unique_topic, b"x", partition=9999)
         assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION

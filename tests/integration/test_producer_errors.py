@@ -196,3 +196,21 @@ def test_close_leaves_no_process_socket_or_ipc_file(mock_cluster, unique_topic):
     producer.close()  # a second close is a no-op
     with pytest.raises(RuntimeError):
         producer.produce(unique_topic, b"late")
+
+
+def test_explicit_partitions_of_a_new_topic_wait_too(mock_cluster_factory, unique_topic):
+    """An explicit partition also waits for the topic's metadata; one beyond the partition count then fails
+    in its delivery report (_UNKNOWN_PARTITION), the others are delivered in order."""
+    cluster = mock_cluster_factory(num_brokers=1)
+    reports = Reports()
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, **FAST}) as producer:
+        assert producer.list_topics(timeout=10)
+        cluster.create_topic(unique_topic, partition_cnt=2)
+        cluster.broker_set_rtt(1, 1000)
+        started = time.monotonic()
+        for i in range(6):
+            producer.produce(unique_topic, b"%d" % i, partition=(1, 5)[i % 2])
+        assert time.monotonic() - started < 0.8
+        assert producer.flush(30) == 0
+    assert [v for e, v in reports.items if e is None] == [b"0", b"2", b"4"]
+    assert sorted(err.code() for err, _ in reports.items if err is not None) == [KafkaError._UNKNOWN_PARTITION] * 3

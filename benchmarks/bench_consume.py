@@ -12,7 +12,7 @@ benchmarks/harness.py; the consume runners are benchmarks/clients/*_consume.py.
     /work/venv/bin/python benchmarks/bench_consume.py --quick       # smoke run (< 1 min)
 
 Prints a markdown table, writes benchmarks/out/consume.json and benchmarks/consume.png. Without --bootstrap
-an in-memory Tansu broker is started for the run.
+an in-memory Tansu broker is started for the run (``--broker mock``: the librdkafka mock cluster instead).
 """
 
 from __future__ import annotations

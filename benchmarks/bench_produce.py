@@ -9,7 +9,8 @@ client in a fresh process; medians over repeats. Measurement and fairness rules:
     /work/venv/bin/python benchmarks/bench_produce.py --clients confluent-kafka,aiokafka --cases 100B
 
 Prints a markdown table (with kqactors/peer ratios), writes benchmarks/out/produce.json and a chart at
-benchmarks/produce.png. Without --bootstrap an in-memory Tansu broker is started for the run.
+benchmarks/produce.png. Without --bootstrap an in-memory Tansu broker is started for the run (``--broker mock``:
+the librdkafka mock cluster instead).
 """
 
 from __future__ import annotations

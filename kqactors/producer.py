@@ -191,7 +191,10 @@ class Producer:
                              self._metadata_errors.get(topic, E["_UNKNOWN_TOPIC"]))
             return
         if partition < 0:
-            partition = self._partition_for(topic, key, count)
+            now_ms = _time_ns() // 1_000_000  # one clock read for the sticky expiry and the timestamp
+            if timestamp == 0:
+                timestamp = now_ms
+            partition = self._partition_for(topic, key, count, now_ms)
         elif partition >= count:
             raise KafkaException(KafkaError(E["_UNKNOWN_PARTITION"],
                                             f"Partition {partition} does not exist in topic {topic}"))
@@ -237,7 +240,7 @@ class Producer:
         for msg in messages:
             partition = msg.partition
             if partition < 0:
-                partition = self._partition_for(topic, msg.key, count)
+                partition = self._partition_for(topic, msg.key, count, _time_ns() // 1_000_000)
             elif partition >= count:
                 self._report_now(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
                                  E["_UNKNOWN_PARTITION"], reserved_size=msg.size)
@@ -253,10 +256,9 @@ class Producer:
             self._report_now(topic, msg.partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
                              code, reserved_size=msg.size)
 
-    def _partition_for(self, topic: str, key: bytes | None, count: int) -> int:
+    def _partition_for(self, topic: str, key: bytes | None, count: int, now_ms: int) -> int:
         """The partitioner's choice; a null key's sticky choice is cached until it expires."""
         if key is None and self._null_sticky_ms:
-            now_ms = _time_ns() // 1_000_000
             sticky = self._null_sticky.get(topic)
             if sticky is not None and now_ms < sticky[1] and sticky[2] == count:
                 return sticky[0]

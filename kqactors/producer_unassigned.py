@@ -94,7 +94,8 @@ class UnassignedMessages:
                     try:
                         count = self._resolve(topic)  # blocks: outside the lock, produce() keeps holding
                     except Exception:  # noqa: BLE001 - a failed lookup fails the held messages, not the thread
-                        _log.exception("kqactors producer: metadata lookup for %r failed", topic)
+                        if not self._closed:
+                            _log.exception("kqactors producer: metadata lookup for %r failed", topic)
                         count = None
                     with self.lock:
                         # The topic stays held until its messages are placed: a produce() meanwhile waits

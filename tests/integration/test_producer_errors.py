@@ -214,3 +214,18 @@ def test_explicit_partitions_of_a_new_topic_wait_too(mock_cluster_factory, uniqu
         assert producer.flush(30) == 0
     assert [v for e, v in reports.items if e is None] == [b"0", b"2", b"4"]
     assert sorted(err.code() for err, _ in reports.items if err is not None) == [KafkaError._UNKNOWN_PARTITION] * 3
+
+
+def test_close_while_a_new_topic_is_being_looked_up(mock_cluster_factory, unique_topic):
+    """close() does not wait out a slow metadata lookup: the held message gets its one report."""
+    cluster = mock_cluster_factory(num_brokers=1)
+    reports = Reports()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, **FAST})
+    assert producer.list_topics(timeout=10)
+    cluster.create_topic(unique_topic, partition_cnt=1)
+    cluster.broker_set_rtt(1, 5000)
+    producer.produce(unique_topic, b"held")
+    started = time.monotonic()
+    producer.close(timeout=0.5)
+    assert time.monotonic() - started < 8
+    assert reports.codes() in ([KafkaError._PURGE_QUEUE], [KafkaError._DESTROY])

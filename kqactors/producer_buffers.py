@@ -98,8 +98,7 @@ class ProducerBuffers:
         """Count a message that has no partition yet (waiting for its topic's metadata) against the queue
         limits, so len(), flush() and BufferError see it; append(..., reserved=True) places it later."""
         with self.lock:
-            if (self.max_messages and self.count + len(self.ready) >= self.max_messages) or \
-                    (self.nbytes + size > self.max_bytes and self.count > 0):
+            if not self.has_room(size):
                 return False
             self.count += 1
             self.nbytes += size

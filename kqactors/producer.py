@@ -229,9 +229,7 @@ class Producer:
         held = HeldMessage(partition, key, value, headers, timestamp, cb, size)
         if self._unassigned.hold(topic, held, start=unknown):
             return True
-        with buffers.lock:  # released meanwhile: give the room back, the caller appends normally
-            buffers.count -= 1
-            buffers.nbytes -= size
+        buffers.unreserve(size)  # released meanwhile: the caller appends it normally
         return False
 
     def _release_held(self, topic: str, messages: list[HeldMessage], count: int) -> None:

@@ -104,6 +104,12 @@ class ProducerBuffers:
             self.nbytes += size
         return True
 
+    def unreserve(self, size: int) -> None:
+        """Give back the room of a reserve() whose message was not held after all."""
+        with self.lock:
+            self.count -= 1
+            self.nbytes -= size
+
     def take_all(self) -> list[tuple[PartitionBuffer, int, int, float, bytes, int, list]]:
         """Take every non-empty packer: (buffer, first_msgid, count, first_enq_time, frame, header count,
         segment cuts)."""

@@ -278,18 +278,14 @@ class Producer:
 
     def _report_now(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
                     timestamp: int, cb: Callable[..., Any] | None, code: int, reserved_size: int | None = None) -> None:
-        """A message that never reaches a toppar still gets exactly one delivery report."""
+        """A message that never reaches a toppar still gets exactly one delivery report; one that never got a
+        partition reports partition -1 (librdkafka's unassigned partition)."""
         buffers = self._buffers
-        reserved = reserved_size is not None
-        if not buffers.append(topic, max(partition, 0), key, value, headers, timestamp or int(time.time() * 1000),
-                              cb, reserved_size or 0, reserved=reserved):
+        msgid = buffers.add_unsendable(topic, partition, key, value, headers, timestamp or int(time.time() * 1000),
+                                       cb, reserved_size or 0, reserved=reserved_size is not None)
+        if msgid is None:
             raise BufferError("Local: Queue full")
-        with buffers.lock:
-            buf = buffers.partitions[(topic, max(partition, 0))]
-            first, count, _enq, _frame = buf.packer.take()
-            buffers.unsent -= count
-        buffers.complete(topic, max(partition, 0), [(first, count, code, -1, -1)], self._on_delivery,
-                         self._only_errors)
+        buffers.complete(topic, partition, [(msgid, 1, code, -1, -1)], self._on_delivery, self._only_errors)
 
     def _lookup_partition_count(self, topic: str) -> int | None:
         failed_at = self._metadata_failed_at.get(topic)

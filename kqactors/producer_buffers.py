@@ -94,6 +94,26 @@ class ProducerBuffers:
             self.unsent += 1
         return True
 
+    def add_unsendable(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                       headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int,
+                       reserved: bool = False) -> int | None:
+        """Record a message that will never be sent (its report follows at once through complete()):
+        pending only, never in a packer, so the flusher cannot hand it over meanwhile. Returns its msgid,
+        or None when the queue limits are reached (``reserved``: as in append())."""
+        with self.lock:
+            if not reserved:
+                if not self.has_room(size):
+                    return None
+                self.count += 1
+                self.nbytes += size
+            buf = self.partitions.get((topic, partition))
+            if buf is None:
+                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
+            msgid = buf.next_msgid
+            buf.next_msgid = msgid + 1
+            buf.pending[msgid] = (key, value, headers, timestamp, callback, _monotonic(), size)
+        return msgid
+
     def reserve(self, size: int) -> bool:
         """Count a message that has no partition yet (waiting for its topic's metadata) against the queue
         limits, so len(), flush() and BufferError see it; append(..., reserved=True) places it later."""

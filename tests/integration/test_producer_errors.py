@@ -27,10 +27,12 @@ class Reports:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.items: list[tuple[KafkaError | None, bytes]] = []
+        self.partitions: list[int] = []
 
     def __call__(self, err: KafkaError | None, msg) -> None:
         with self.lock:
             self.items.append((err, msg.value()))
+            self.partitions.append(msg.partition())
 
     def codes(self) -> list[int]:
         return [err.code() if err else 0 for err, _ in self.items]
@@ -111,15 +113,20 @@ def test_unknown_topic_is_reported_without_hanging(mock_cluster_factory, unique_
     cluster = mock_cluster_factory(num_brokers=1)
     cluster.topic_set_error(unique_topic, "UNKNOWN_TOPIC_OR_PART")
     reports = Reports()
+    partitions: list[int] = []
     with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, "socket.timeout.ms": 2000,
                    **FAST}) as producer:
         started = time.monotonic()
         for i in range(5):
             producer.produce(unique_topic, b"%d" % i)
+        producer.produce(unique_topic, b"explicit", partition=2,
+                         on_delivery=lambda err, msg: partitions.append(msg.partition()))
         assert producer.flush(15) == 0
         assert time.monotonic() - started < 15
     assert len(reports.items) == 5
     assert set(reports.codes()) <= {KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}
+    assert partitions == [2]  # the partition asked for
+    assert reports.partitions == [-1] * 5  # never partitioned: librdkafka's unassigned partition
 
 
 def test_first_produce_to_a_new_topic_does_not_wait_for_metadata(mock_cluster_factory, unique_topic):

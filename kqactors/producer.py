@@ -216,10 +216,8 @@ class Producer:
         """Queue a message for a topic without a partition count (or behind ones that wait for it).
         False: nothing held, the caller goes on (the topic was released meanwhile, or its lookup failed
         moments ago and the caller reports the message at once)."""
-        if unknown:
-            failed_at = self._metadata_failed_at.get(topic)
-            if failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S:
-                return False
+        if unknown and self._lookup_failed_recently(topic):
+            return False
         if timestamp == 0:
             timestamp = _time_ns() // 1_000_000
         buffers = self._buffers
@@ -287,9 +285,13 @@ class Producer:
             raise BufferError("Local: Queue full")
         buffers.complete(topic, partition, [(msgid, 1, code, -1, -1)], self._on_delivery, self._only_errors)
 
-    def _lookup_partition_count(self, topic: str) -> int | None:
+    def _lookup_failed_recently(self, topic: str) -> bool:
+        """The topic's lookup failed less than _METADATA_RETRY_S ago: its messages fail without another."""
         failed_at = self._metadata_failed_at.get(topic)
-        if failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S:
+        return failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S
+
+    def _lookup_partition_count(self, topic: str) -> int | None:
+        if self._lookup_failed_recently(topic):
             return None
         # A topic being auto-created may need a few metadata rounds before it has partitions.
         deadline = time.monotonic() + min(self._socket_timeout_s, _METADATA_WAIT_S)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import logging
+import math
 import os
 import signal
 import stat
@@ -65,8 +66,7 @@ def _watch_lifeline(run_dir: str, parent_pid: int) -> None:
             return
         # The kernel closes a dead process's files before it re-parents the children: wait for that. An
         # app that closed the pipe while alive is shutting us down in order, so this thread just waits.
-        while os.getppid() == parent_pid:
-            time.sleep(0.02)
+        _parent_gone_within(parent_pid, math.inf)
         _leave_orphaned(run_dir)
 
     try:
@@ -87,8 +87,9 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _parent_gone_within(parent_pid: int, seconds: float) -> bool:
-    """After a SIGTERM: is the app really gone? Its threads die one by one, so it may take a moment before
-    we are re-parented away from it; a SIGTERM from anyone else leaves the parent in place."""
+    """Wait up to ``seconds`` for the app to be really gone (True) or not (False). After a SIGTERM or the
+    lifeline's EOF it may take a moment before we are re-parented away from it (its threads die one by
+    one); a SIGTERM from anyone else leaves the parent in place."""
     deadline = time.monotonic() + seconds
     while os.getppid() == parent_pid:
         if time.monotonic() >= deadline:

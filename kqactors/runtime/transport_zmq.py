@@ -117,19 +117,7 @@ class ZmqInbox:
 
     def recv_batches(self, limit: int = DRAIN_LIMIT) -> list[list[Op]]:
         """Take up to ``limit`` waiting messages without blocking (call after a poll said readable)."""
-        sock = self.socket
-        try:
-            batches = [recv_batch(sock)]
-        except zmq.Again:
-            return []
-        for _ in range(limit - 1):
-            if not sock.getsockopt(_EVENTS) & _POLLIN:
-                break
-            try:
-                batches.append(recv_batch(sock))
-            except zmq.Again:
-                break
-        return batches
+        return self.recv_within(0, limit)
 
     def close(self) -> None:
         self.socket.close(linger=0)

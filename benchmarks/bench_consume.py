@@ -47,11 +47,14 @@ from kqactors.cli.perf_payload import make_payloads
 #: client name → consume runner script (benchmarks/clients/); run_client looks runners up in harness.RUNNERS.
 CONSUME_RUNNERS = {
     "kqactors": "kqactors_consume.py",
+    "kqactors-hosts0": "kqactors_hosts0_consume.py",
     "confluent-kafka": "confluent_kafka_consume.py",
     "kafka-python": "kafka_python_consume.py",
     "aiokafka": "aiokafka_consume.py",
 }
 PARTITIONS = 3
+#: the throughput cases compare the four clients at their defaults
+STANDARD_CLIENTS = ("kqactors", "confluent-kafka", "kafka-python", "aiokafka")
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ class Case:
     mode: str = "assign"
     #: read the topic filled for this case instead of filling one (same messages, other mode)
     topic_of: str | None = None
-    #: clients that run this case (None: all)
-    clients: tuple[str, ...] | None = None
+    #: clients that run this case
+    clients: tuple[str, ...] = STANDARD_CLIENTS
     runner_args: tuple[str, ...] = ()
 
 
@@ -82,7 +85,8 @@ CASES = {
     "100B": Case("100B", 100, "none", 1_000_000, 50_000),
     "1KiB-zstd": Case("1KiB-zstd", 1024, "zstd", 200_000, 20_000),
     "100B-subscribe": Case("100B-subscribe", 100, "none", 1_000_000, 50_000, mode="subscribe", topic_of="100B"),
-    "latency": Case("latency", 100, "none", 5_000, 2_000, mode="latency", clients=("kqactors", "confluent-kafka"),
+    "latency": Case("latency", 100, "none", 5_000, 2_000, mode="latency",
+                    clients=("kqactors", "kqactors-hosts0", "confluent-kafka"),
                     runner_args=("--rate", str(LATENCY_RATE))),
 }
 
@@ -157,7 +161,7 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
             extra += ("--fetch-wait-ms", str(args.fetch_wait_ms))
         for repeat in range(args.repeats):
             for client in clients:
-                if case.clients is not None and client not in case.clients:
+                if client not in case.clients:
                     continue
                 if case.mode == "latency":  # an empty topic per run: no run reads another's traffic
                     topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
@@ -215,15 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.json_out, meta, results, summaries)
     throughput_cases = [c for c in args.cases if CASES[c].mode != "latency"]
     if not args.no_chart and summaries:
-        write_chart(args.chart, summaries, throughput_cases, args.clients)
+        write_chart(args.chart, summaries, throughput_cases, [c for c in args.clients if c in STANDARD_CLIENTS])
     if summaries:
-        print(markdown_table(summaries, throughput_cases, args.clients))
+        print(markdown_table(summaries, throughput_cases, [c for c in args.clients if c in STANDARD_CLIENTS]))
     latency = [r for r in results if CASES[r.case].mode == "latency"]
     if latency:
         print("\n" + latency_table(latency, clients))
     print(f"\n{len(results)} runs in {meta['wall_s']} s; JSON: {args.json_out}", file=sys.stderr)
     short = [r for r in results if r.delivered < r.count or r.errors]
-    expected = sum(len([c for c in clients if CASES[name].clients is None or c in CASES[name].clients])
+    expected = sum(len([c for c in clients if c in CASES[name].clients])
                    for name in args.cases)
     missing = expected * args.repeats - len(results)
     return 1 if short or missing else 0

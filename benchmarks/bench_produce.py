@@ -65,7 +65,8 @@ PEER_BATCH_BYTES = {
     "aiokafka": {"1KiB-zstd": 256 * 1024, "*": 16 * 1024},
 }
 #: The module each client's runner needs; a client whose module is missing is skipped with a notice.
-CLIENT_MODULES = {"kqactors": "kqactors.producer", "confluent-kafka": "confluent_kafka",
+CLIENT_MODULES = {"kqactors": "kqactors.producer", "kqactors-hosts0": "kqactors.producer",
+                  "confluent-kafka": "confluent_kafka",
                   "kafka-python": "kafka", "aiokafka": "aiokafka"}
 
 

@@ -237,9 +237,12 @@ class Consumer:
             return toppar
         name = cops.ctoppar_name(topic, partition)
         # Least-loaded toppar host (round-robin in spawn order): a name hash can put every partition of a
-        # small topic on one host, leaving the other cores idle while that host decodes everything.
-        host = 1 + min(range(self._hosts), key=lambda index: (self._toppars_per_host[index], index))
-        self._toppars_per_host[host - 1] += 1
+        # small topic on one host, leaving the other cores idle while that host decodes everything. With no
+        # toppar hosts (kqactors.hosts=0) ctoppars share the main host.
+        host = 0
+        if self._hosts:
+            host = 1 + min(range(self._hosts), key=lambda index: (self._toppars_per_host[index], index))
+            self._toppars_per_host[host - 1] += 1
         try:
             host_key = self._rt.spawn(name, CTOPPAR_FACTORY, {"topic": topic, "partition": partition,
                                                               **self._toppar_args}, host=host)
@@ -471,7 +474,7 @@ class Consumer:
             self._restart(part)
 
     def _check_restarts(self) -> None:
-        for key in self._rt.host_keys[1:]:
+        for key in self._rt.host_keys:  # the main host too: with kqactors.hosts=0 it runs the ctoppars
             restarts = self._rt.host_restarts(key)
             if restarts != self._restarts_seen.get(key, 0):
                 self._restarts_seen[key] = restarts

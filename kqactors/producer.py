@@ -552,8 +552,9 @@ class Producer:
 
     def _spawn(self, buf: Any) -> bool:
         # Consecutive partitions of a topic go to consecutive hosts, so a topic's load (compression and
-        # encoding) spreads over every host; a hash of the whole name can put all of them on one.
-        host = 1 + (zlib.crc32(buf.topic.encode()) + buf.partition) % self._hosts
+        # encoding) spreads over every host; a hash of the whole name can put all of them on one. With no
+        # toppar hosts (kqactors.hosts=0) toppars share the main host.
+        host = 1 + (zlib.crc32(buf.topic.encode()) + buf.partition) % self._hosts if self._hosts else 0
         args = {"topic": buf.topic, "partition": buf.partition, **self._toppar_args}
         try:
             self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host, timeout=_SPAWN_TIMEOUT_S)

@@ -76,10 +76,13 @@ def test_broker_down_and_up_mid_consume(mock_cluster_factory, unique_topic):
     assert [m.offset() for m in msgs] == list(range(600))
 
 
-def test_kill_toppar_host_mid_consume_loses_nothing(mock_cluster, unique_topic):
+@pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-host", "main-host-with-toppars"])
+def test_kill_toppar_host_mid_consume_loses_nothing(mock_cluster, unique_topic, hosts):
+    """kqactors.hosts=0 puts the ctoppars on the main host, so there the kill takes main and the broker
+    actors down with them."""
     mock_cluster.create_topic(unique_topic, 2)
     produce(mock_cluster.bootstrap, unique_topic, 4000, 2)
-    with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 2,
+    with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": hosts,
                    "queued.min.messages": 200}) as c:
         c.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(2)])
         victim = c._rt.host_of(ctoppar_name(unique_topic, 0))

@@ -203,11 +203,14 @@ def test_500ms_rtt(cluster, unique_topic):
     run_scenario(cluster, unique_topic, {10_000: slow})
 
 
-def test_kill_9_of_a_toppar_host_loses_nothing(cluster, unique_topic):
-    """Messages the killed host held are retried or reported failed; none is silently dropped."""
+@pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-host", "main-host-with-toppars"])
+def test_kill_9_of_a_toppar_host_loses_nothing(cluster, unique_topic, hosts):
+    """Messages the killed host held are retried or reported failed; none is silently dropped. With
+    kqactors.hosts=0 the toppars run on the main host, so the kill takes main and the brokers too."""
     cluster.create_topic(unique_topic, partition_cnt=PARTITIONS)
     reports = Reports()
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, **BASE_CONFIG, "on_delivery": reports})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, **BASE_CONFIG, "on_delivery": reports,
+                         "kqactors.hosts": hosts})
     runtime = producer._rt
     killed: list[int] = []
 

@@ -63,10 +63,11 @@ def drain(c: Consumer, want: int, timeout: float = 30.0, errors: list | None = N
     return out
 
 
-def test_consumes_every_message_in_order_with_content_and_eof(cluster, unique_topic):
+@pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-hosts", "toppars-on-main"])
+def test_consumes_every_message_in_order_with_content_and_eof(cluster, unique_topic, hosts):
     make_topic(cluster, unique_topic)
     produce(cluster.bootstrap, unique_topic, 600)
-    with consumer(cluster.bootstrap, **{"enable.partition.eof": True}) as c:
+    with consumer(cluster.bootstrap, **{"enable.partition.eof": True, "kqactors.hosts": hosts}) as c:
         c.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         assert sorted(c.assignment()) == [TopicPartition(unique_topic, p) for p in range(PARTITIONS)]
         errors: list = []

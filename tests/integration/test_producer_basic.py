@@ -31,9 +31,10 @@ def bootstrap(request):
     return request.getfixturevalue("tansu").bootstrap
 
 
-def test_every_message_gets_one_successful_report_with_increasing_offsets(bootstrap, unique_topic):
+@pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-hosts", "toppars-on-main"])
+def test_every_message_gets_one_successful_report_with_increasing_offsets(bootstrap, unique_topic, hosts):
     reports, on_delivery = _collect()
-    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "kqactors.hosts": 2,
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "kqactors.hosts": hosts,
                    "on_delivery": on_delivery}) as producer:
         for i in range(300):
             producer.produce(unique_topic, value=b"v%d" % i, key=b"k%d" % (i % 7),

@@ -127,6 +127,7 @@ class Producer:
         self._closed = False
         self._flushing = 0
         self._wake = threading.Event()
+        self._handover_lock = threading.Lock()  # the flusher's hand-over, or produce()'s (see _hand_over_now)
         self._hosts = int(conf["kqactors.hosts"])
         self._restarts_seen: dict[str, int] = {}
         self._rt = Runtime(hosts=self._hosts + 1)
@@ -206,6 +207,8 @@ class Producer:
                     not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
                 raise BufferError("Local: Queue full")
         unsent = buffers.unsent
+        if unsent == 1 and self._wake_on_first and self._flusher_idle and self._hand_over_now(topic, partition):
+            return
         if (unsent >= _FLUSH_MESSAGES or (unsent == 1 and (self._wake_on_first or self._flusher_idle))) \
                 and not self._wake.is_set():
             self._wake.set()
@@ -457,10 +460,25 @@ class Producer:
                 if buffers.unsent and not self._wake_on_first and not self._flushing:
                     wake.wait(self._tick_s)  # woken by a first message: let the batch fill for a tick
                     wake.clear()
-            try:
-                self._hand_over()
-            except Exception:  # the flusher must survive anything; failures become delivery reports
-                self._logger.log(logging.ERROR, "kqactors producer flusher failed", exc_info=True)
+            with self._handover_lock:
+                try:
+                    self._hand_over()
+                except Exception:  # the flusher must survive anything; failures become delivery reports
+                    self._logger.log(logging.ERROR, "kqactors producer flusher failed", exc_info=True)
+
+    def _hand_over_now(self, topic: str, partition: int) -> bool:
+        """linger.ms=0 and the flusher sleeps: hand the one unsent message over from the producing thread,
+        which saves waking the flusher (a thread wake-up plus a GIL hand-off, often a tenth of a
+        millisecond or more). Only to a toppar that runs already: starting one may block for a while."""
+        if not self._buffers.buffer_for(topic, partition).spawned or not self._handover_lock.acquire(False):
+            return False
+        try:
+            self._hand_over()
+        except Exception:  # as in the flusher: failures become delivery reports, produce() has succeeded
+            self._logger.log(logging.ERROR, "kqactors producer hand-over failed", exc_info=True)
+        finally:
+            self._handover_lock.release()
+        return True
 
     def _hand_over(self) -> None:
         self._check_restarts()

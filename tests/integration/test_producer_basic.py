@@ -157,3 +157,30 @@ def test_linger_zero_hands_a_message_over_at_once(mock_cluster, unique_topic):
             if len(reports) == 3:
                 break
         assert [msg.value() for err, msg in reports if err is None] == [b"warm", b"now", b"again"]
+
+
+def test_linger_zero_hands_over_from_the_producing_thread_while_the_flusher_sleeps(mock_cluster, unique_topic):
+    """linger.ms=0 with an idle flusher: produce() sends the message itself (no flusher wake-up); while a
+    toppar is not started yet, the flusher does it (a start may block)."""
+    reports, on_delivery = _collect()
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 0,
+                   "on_delivery": on_delivery}) as producer:
+        senders: list[str] = []
+        send_many = producer._rt.send_many
+
+        def recording_send_many(items):
+            senders.append(threading.current_thread().name)
+            return send_many(items)
+
+        producer._rt.send_many = recording_send_many
+        producer.produce(unique_topic, value=b"first", partition=0)  # toppar not started: the flusher
+        assert producer.flush(30) == 0
+        assert senders and set(senders) == {"kqactors-producer-flusher"}
+        deadline = time.monotonic() + 5
+        while not producer._flusher_idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        senders.clear()
+        producer.produce(unique_topic, value=b"second", partition=0)
+        assert senders == [threading.current_thread().name]
+        assert producer.flush(30) == 0
+    assert [msg.value() for err, msg in reports if err is None] == [b"first", b"second"]

@@ -380,7 +380,10 @@ class Consumer:
                 if msg._error is None:
                     last = msg
                     break
-            if last is not None:
+            skipped = batch.skipped  # control records / aborted data after the last message taken
+            if skipped is not None and (last is None or skipped[0] > last._offset):
+                positions.consumed(batch.topic, batch.partition, skipped[0], skipped[1])
+            elif last is not None:
                 positions.consumed(batch.topic, batch.partition, last._offset, last._leader_epoch)
             out.extend(messages)
             credit = self._returner.consumed((batch.topic, batch.partition), batch.version, count, used)

@@ -5,7 +5,8 @@ different hosts). Owns ``FetchedSlice`` (what a broker actor hands a toppar: the
 partition plus the response facts needed to interpret them) and turning it into one packed frame of
 messages and events: records below the fetch offset are skipped (a batch, compressed ones especially, can
 start before it), control records are never delivered, and under read_committed the records of aborted
-transactions are hidden.
+transactions are hidden. Skipped records at the end of a slice leave a skip entry so that the application's
+position still moves past them (librdkafka does the same with its control-message ops).
 
 Aborted transactions: the broker lists (producer id, first offset) for every aborted transaction that
 overlaps the fetched range. Walking the batches in order, a producer id becomes "aborted" once a
@@ -127,16 +128,13 @@ class _Counts:
         self.errors = 0
 
 
-def _headers_until_corrupt(
-    buf: bytes, fetch_offset: int, writer: MessageBatchWriter, counts: _Counts
-) -> Iterator[BatchHeader]:
-    """Batch headers in order; an impossible entry ends the walk with an error event (nothing after it
-    can be located)."""
+def _headers_until_corrupt(buf: bytes, failure: list[CorruptRecordError]) -> Iterator[BatchHeader]:
+    """Batch headers in order; an impossible entry ends the walk (nothing after it can be located) and is
+    left in ``failure``."""
     try:
         yield from iter_batch_headers(buf)
     except CorruptRecordError as exc:
-        writer.add_error(exc.offset if exc.offset is not None else fetch_offset, exc.code, str(exc))
-        counts.errors += 1
+        failure.append(exc)
 
 
 def decode_records_into(
@@ -153,13 +151,17 @@ def decode_records_into(
 
     A batch that cannot be decoded (bad CRC with ``check_crcs``, bad compression, malformed records)
     becomes an error event at its base offset, in order, and decoding continues with the next batch.
+    Control records and hidden aborted data that no later message of the record set covers end in one skip
+    entry, so the application's position moves past them (a committed offset then need not re-read them).
     """
     counts = counts if counts is not None else _Counts()
     buf = records if isinstance(records, bytes) else bytes(records)
     pending = sorted(aborted, key=lambda pair: pair[1]) if read_committed else []
     next_pending = 0
     aborted_pids: set[int] = set()
-    for header in _headers_until_corrupt(buf, fetch_offset, writer, counts):
+    skip: tuple[int, int] | None = None  # (last offset, leader epoch) of skipped records not yet covered
+    failure: list[CorruptRecordError] = []
+    for header in _headers_until_corrupt(buf, failure):
         if read_committed and header.is_transactional:
             while next_pending < len(pending) and pending[next_pending][1] <= header.last_offset:
                 aborted_pids.add(pending[next_pending][0])
@@ -171,22 +173,38 @@ def decode_records_into(
                     decode_batch(buf, header, verify_crc=check_crcs)
                     if header.control_type() == CONTROL_ABORT:
                         aborted_pids.discard(header.producer_id)
+                if header.next_offset > fetch_offset:
+                    skip = (header.last_offset, header.partition_leader_epoch)
                 continue
             if read_committed and header.is_transactional and header.producer_id in aborted_pids:
                 counts.aborted += max(header.record_count, 0)
+                if header.next_offset > fetch_offset:
+                    skip = (header.last_offset, header.partition_leader_epoch)
                 continue
             if header.next_offset <= fetch_offset:
                 continue  # wholly before the position: nothing to decode
             if header.magic == 2:
                 _pack_v2_batch(writer, buf, header, fetch_offset, check_crcs)
-                continue
-            decode_batch(buf, header, verify_crc=check_crcs)
+            else:
+                decode_batch(buf, header, verify_crc=check_crcs)
+                writer.add_records(header.records, header.timestamp_type + 1, header.partition_leader_epoch,
+                                   fetch_offset)
+                header.records = None  # the decoded tuples are in the frame now; let them go
         except CorruptRecordError as exc:
+            if skip is not None:
+                writer.add_skip(*skip)
+                skip = None
             writer.add_error(header.base_offset, exc.code, str(exc))
             counts.errors += 1
             continue
-        writer.add_records(header.records, header.timestamp_type + 1, header.partition_leader_epoch, fetch_offset)
-        header.records = None  # the decoded tuples are in the frame now; let them go
+        if skip is not None and writer.last_offset >= skip[0]:
+            skip = None  # a later message moves the position further anyway
+    if skip is not None:
+        writer.add_skip(*skip)
+    if failure:
+        exc = failure[0]
+        writer.add_error(exc.offset if exc.offset is not None else fetch_offset, exc.code, str(exc))
+        counts.errors += 1
 
 
 def _pack_v2_batch(writer: MessageBatchWriter, buf: bytes, header: BatchHeader, fetch_offset: int,

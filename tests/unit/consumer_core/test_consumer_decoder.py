@@ -23,8 +23,9 @@ def data(base: int, count: int, *, pid: int = -1, txn: bool = False, codec: int 
     return bytes(build_batch(messages, base_offset=base, codec=codec, transactional=txn, **options))
 
 
-def marker(offset: int, pid: int, commit: bool) -> bytes:
-    return bytes(build_control_batch(commit, producer_id=pid, producer_epoch=0, base_offset=offset, timestamp=TS))
+def marker(offset: int, pid: int, commit: bool, epoch: int = -1) -> bytes:
+    return bytes(build_control_batch(commit, producer_id=pid, producer_epoch=0, base_offset=offset, timestamp=TS,
+                                     partition_leader_epoch=epoch))
 
 
 def decode(records: bytes, fetch_offset: int = 0, *, aborted=(), read_committed=True, check_crcs=False,
@@ -154,9 +155,64 @@ def test_empty_slice_with_eof_only() -> None:
     assert len(messages) == 1 and messages[0].offset() == 9
 
 
-def test_nothing_visible_gives_an_empty_batch() -> None:
+def test_nothing_visible_still_moves_the_position_past_the_hidden_records() -> None:
     decoded, messages = decode(data(0, 2, pid=1, txn=True) + marker(2, 1, commit=False), aborted=[(1, 0)])
+    assert messages == [] and decoded.messages == 0 and not decoded.is_empty
+    assert skipped_after_take(decoded) == (2, -1)
+
+
+def test_empty_record_set_gives_an_empty_batch() -> None:
+    decoded, messages = decode(b"", fetch_offset=4)
+    assert decoded.is_empty and messages == [] and skipped_after_take(decoded) is None
+
+
+def skipped_after_take(decoded, max_count=None):
+    batch = MessageBatch("t", 3, decoded.frame, decoded.version)
+    batch.take(max_count)
+    return batch.skipped
+
+
+def test_a_trailing_control_record_leaves_a_skip_entry_after_the_messages() -> None:
+    records = data(0, 2, pid=5, txn=True, partition_leader_epoch=3) + marker(2, 5, commit=True, epoch=3)
+    for read_committed in (True, False):
+        decoded, messages = decode(records, read_committed=read_committed, eof_offset=3)
+        assert [m.offset() for m in messages] == [0, 1, 3]  # the messages, then the EOF; no Message for 2
+        assert decoded.messages == 2 and decoded.entries == 4
+        assert skipped_after_take(decoded) == (2, 3)
+
+
+def test_a_control_record_followed_by_a_message_needs_no_skip_entry() -> None:
+    decoded, _ = decode(data(0, 1, pid=5, txn=True) + marker(1, 5, commit=True) + data(2, 1))
+    assert decoded.entries == 2 and skipped_after_take(decoded) is None
+
+
+def test_a_lone_marker_slice_moves_the_position() -> None:
+    # The mock cluster answers one batch per Fetch: a commit marker often arrives on its own.
+    decoded, messages = decode(marker(7, 5, commit=True), fetch_offset=7)
+    assert messages == [] and not decoded.is_empty and skipped_after_take(decoded) == (7, -1)
+
+
+def test_hidden_aborted_tail_skips_to_its_last_record() -> None:
+    # Aborted data whose ABORT marker is in a later fetch: the position may already move past it.
+    records = data(0, 1) + data(1, 3, pid=4, txn=True, tag="a")
+    decoded, messages = decode(records, aborted=[(4, 1)])
+    assert values(messages) == [b"m0"] and skipped_after_take(decoded) == (3, -1)
+    decoded, messages = decode(records, aborted=[(4, 1)], read_committed=False)
+    assert len(values(messages)) == 4 and skipped_after_take(decoded) is None
+
+
+def test_a_marker_before_the_fetch_offset_is_not_a_skip() -> None:
+    decoded, messages = decode(data(0, 2, pid=5, txn=True) + marker(2, 5, commit=True), fetch_offset=3)
     assert decoded.is_empty and messages == []
+
+
+def test_the_skip_entry_comes_before_a_later_corrupt_batch_error() -> None:
+    bad = bytearray(data(3, 2))
+    bad[-1] ^= 0xFF
+    decoded, messages = decode(data(0, 2, pid=5, txn=True) + marker(2, 5, commit=True) + bytes(bad),
+                               check_crcs=True)
+    assert [m.offset() for m in messages] == [0, 1, 3] and messages[2].error() == KafkaError._BAD_MSG
+    assert skipped_after_take(decoded, 3) == (2, -1)  # taken with the messages, before the error
 
 
 def test_slice_payload_round_trips() -> None:

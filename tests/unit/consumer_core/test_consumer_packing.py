@@ -56,6 +56,21 @@ def test_events_travel_in_order_with_messages() -> None:
     assert [m.value() for m in messages if m.error() is None] == [b"a", b"c"]
 
 
+def test_skip_entries_yield_no_message_and_report_the_last_skip_of_each_take() -> None:
+    writer = MessageBatchWriter()
+    writer.add_records([(0, 1, None, b"a", ())], 1, -1)
+    writer.add_skip(3, 2)  # e.g. a transaction marker at 3 (and hidden records before it)
+    writer.add_eof(4)
+    assert writer.count == 3 and writer.messages == 1
+    batch = MessageBatch("t", 0, writer.getvalue())
+    messages, count, _ = batch.take(1)
+    assert [m.offset() for m in messages] == [0] and count == 1 and batch.skipped is None
+    messages, count, _ = batch.take(1)
+    assert messages == [] and count == 0 and batch.skipped == (3, 2)
+    messages, count, _ = batch.take()
+    assert [m.error() for m in messages] == [KafkaError._PARTITION_EOF] and batch.skipped is None
+
+
 def test_partial_takes_add_up_to_the_frame() -> None:
     writer = MessageBatchWriter()
     writer.add_records([(o, 0, b"k" * o, b"v" * (o * 3), (("h", b"x"),) if o % 2 else ()) for o in range(25)], 1, 0)

@@ -18,8 +18,13 @@ from kqactors.consumer_core import (
     VersionGate,
 )
 from kqactors.errors import KafkaError
-from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchResponse, PartitionData
-from kqactors.records import ZSTD, build_batch
+from kqactors.protocol.generated.fetch import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+from kqactors.records import ZSTD, build_batch, build_control_batch
 
 TS = 1_700_000_000_000
 
@@ -29,8 +34,10 @@ def batch(base: int, count: int, codec: int = 0) -> bytes:
     return bytes(build_batch(messages, base_offset=base, codec=codec))
 
 
-def response_for(topic: str, records: bytes, hwm: int) -> FetchResponse:
-    part = PartitionData(partition_index=0, high_watermark=hwm, last_stable_offset=hwm, records=records)
+def response_for(topic: str, records: bytes, hwm: int, aborted=()) -> FetchResponse:
+    part = PartitionData(partition_index=0, high_watermark=hwm, last_stable_offset=hwm, records=records,
+                         aborted_transactions=[AbortedTransaction(producer_id=pid, first_offset=first)
+                                               for pid, first in aborted])
     response = FetchResponse(responses=[FetchableTopicResponse(topic=topic, partitions=[part])])
     return FetchResponse.decode(response.encode(11), 11)
 
@@ -83,6 +90,8 @@ class Pipeline:
             for message in messages:
                 if message.error() is None:
                     self.positions.consumed(self.topic, 0, message.offset(), message.leader_epoch())
+            if batch.skipped is not None and batch.skipped[0] >= self.positions.position(self.topic, 0)[0]:
+                self.positions.consumed(self.topic, 0, *batch.skipped)  # as Consumer._take does
             out += messages
             back = self.returner.consumed((self.topic, 0), batch.version, count, nbytes)
             if back is not None:
@@ -127,6 +136,26 @@ def test_flow_closes_when_the_app_does_not_consume_and_reopens_when_it_does() ->
     assert pipe.planner.build() is None  # 5 messages outstanding >= 4: no more fetching
     assert len(pipe.poll()) == 5
     assert pipe.planner.build() is not None
+
+
+def test_position_and_stored_offset_move_past_trailing_transaction_markers() -> None:
+    pipe = Pipeline(FetchSettings(read_committed=True))
+    pipe.assign(0)
+    txn = dict(producer_id=8, producer_epoch=0, base_sequence=0, transactional=True)
+    records = (bytes(build_batch([(TS, None, b"c0", None), (TS, None, b"c1", None)], base_offset=0, **txn))
+               + bytes(build_control_batch(True, producer_id=8, producer_epoch=0, base_offset=2))
+               + bytes(build_batch([(TS, None, b"a3", None)], base_offset=3, **txn)))
+    pipe.deliver(pipe.planner.handle_response(pipe.planner.build(),
+                                              response_for("t", records, hwm=5, aborted=[(8, 3)])))
+    assert [m.value() for m in pipe.poll()] == [b"c0", b"c1"]
+    assert pipe.positions.position("t", 0) == (4, -1)  # past the commit marker and the aborted record
+    # The abort marker alone (the mock cluster answers one batch per Fetch): no message, the position moves.
+    marker = bytes(build_control_batch(False, producer_id=8, producer_epoch=0, base_offset=4))
+    pipe.deliver(pipe.planner.handle_response(pipe.planner.build(),
+                                              response_for("t", marker, hwm=5, aborted=[(8, 3)])))
+    assert pipe.poll() == []
+    assert pipe.positions.position("t", 0) == (5, -1)
+    assert pipe.positions.uncommitted() == [("t", 0, 5, -1, None)]
 
 
 @pytest.mark.integration

@@ -289,7 +289,7 @@ def test_read_committed_uses_the_last_stable_offset_and_passes_aborted_transacti
     [sl] = outcome.slices
     assert sl.aborted == [(8, 0)] and sl.eof_offset == 3
     decoded = SliceDecoder(planner.settings).decode(sl)
-    assert decoded.messages == 0 and decoded.skipped_aborted == 2 and decoded.entries == 1  # only the EOF
+    assert decoded.messages == 0 and decoded.skipped_aborted == 2 and decoded.entries == 2  # skip, EOF
 
 
 def test_no_eof_events_unless_enabled() -> None:

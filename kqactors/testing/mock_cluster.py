@@ -286,6 +286,14 @@ class MockCluster:
     def group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
         self._call("group_initial_rebalance_delay_ms", delay_ms=_int(delay_ms, "delay_ms"))
 
+    def group_consumer_session_timeout_ms(self, timeout_ms: int) -> None:
+        """KIP-848 groups (group.protocol=consumer): the broker-side group.consumer.session.timeout.ms."""
+        self._call("group_consumer_session_timeout_ms", timeout_ms=_int(timeout_ms, "timeout_ms"))
+
+    def group_consumer_heartbeat_interval_ms(self, interval_ms: int) -> None:
+        """KIP-848 groups: the heartbeat interval the coordinator hands its members."""
+        self._call("group_consumer_heartbeat_interval_ms", interval_ms=_int(interval_ms, "interval_ms"))
+
     # -- error injection ----------------------------------------------------------------------------
     def push_request_errors(self, api_key: int, errors: Iterable[int | str | KafkaError]) -> None:
         """Queue errors for the next requests of ``api_key`` to any broker, one per request, in order."""

@@ -34,6 +34,7 @@ __all__ = ["ConsumerProtocolMachine", "HEARTBEAT_API", "LEAVE_EPOCH", "STATIC_LE
 HEARTBEAT_API = "ConsumerGroupHeartbeat"
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
+_MIN_HEARTBEAT_TIMEOUT_MS = 5000  # group.consumer.heartbeat.interval.ms's default on Kafka brokers
 
 _FENCED_ERRORS = frozenset({KafkaError.FENCED_MEMBER_EPOCH, KafkaError.UNKNOWN_MEMBER_ID})
 # librdkafka raises these as fatal consumer errors: retrying cannot help (or would take over a static member).
@@ -142,11 +143,18 @@ class ConsumerProtocolMachine(GroupStateMachine):
         """The session is the coordinator's business in KIP-848: it fences us, we never time ourselves out."""
 
     def _heartbeat_timeout_ms(self) -> int:
-        # librdkafka: a heartbeat may take one interval (the session timeout before the first response)
-        return self.heartbeat_interval_ms or self.settings.session_timeout_ms
+        """librdkafka allows one interval (the session timeout before the first response). A request that times
+        out in flight costs the whole coordinator connection (fetches included) here, and a short interval
+        (tests, tuned brokers) is easily exceeded by process hops, so never less than the brokers' default
+        interval."""
+        if not self.heartbeat_interval_ms:
+            return self.settings.session_timeout_ms
+        return max(self.heartbeat_interval_ms, _MIN_HEARTBEAT_TIMEOUT_MS)
 
     def _send_heartbeat(self, now: float) -> None:
-        joining = self.generation_id < 0
+        # epoch 0 in a response (the librdkafka mock cluster, while the partitions we are due are still held
+        # elsewhere) means we are still joining: the coordinator rejects an epoch-0 request that is not full
+        joining = self.generation_id <= 0
         full = joining or self._send_full
         subscription = full or self._subscription_changed
         ack = not joining and self._ack_wanted and self._awaiting is None and not self._steps
@@ -172,7 +180,7 @@ class ConsumerProtocolMachine(GroupStateMachine):
         self._subscription_changed = False
         if joining:
             self._in_group = True
-            if self._awaiting is None:
+            if self._awaiting is None and self.generation_id < 0:
                 self.join_state = JoinState.WAIT_JOIN
         self._cancel("heartbeat")
         self._heartbeat_request = self._send(HEARTBEAT_API, fields, context, timeout_ms=self._heartbeat_timeout_ms())

@@ -322,3 +322,16 @@ def test_stale_heartbeat_replies_after_a_leave_are_ignored():
     h.respond(in_flight, hb_ok(5, {T_ID: [3]}))
     h.none(RebalanceCallback)
     assert h.sm.member_epoch == -1
+
+
+def test_an_epoch_zero_reply_keeps_the_member_joining_with_full_requests():
+    """The mock cluster answers epoch 0 while the partitions due to a new member are held by another."""
+    h = harness()
+    h.respond(join(h), hb_ok(0, {}))
+    h.advance(500)
+    request = h.request(HB)
+    assert request.fields["member_epoch"] == 0 and request.fields["rebalance_timeout_ms"] > 0
+    assert request.fields["subscribed_topic_names"] == ["t"] and request.fields["topic_partitions"] == []
+    h.respond(request, hb_ok(4))
+    h.advance(500)
+    assert h.request(HB).fields["rebalance_timeout_ms"] == -1

@@ -1,6 +1,7 @@
 """Runs in: the main host (built from the consumer's validated config when the cgrp is created). Owns the
-consumer-group properties the state machine needs, their librdkafka defaults, and the checks librdkafka
-makes on them (a group.id, one rebalance protocol across the configured assignors, heartbeat < session).
+consumer-group properties the state machines need, their librdkafka defaults, and the checks librdkafka
+makes on them (a group.id, one rebalance protocol across the configured assignors, heartbeat < session), and
+which group protocol runs (classic, or KIP-848 with its server-side assignor).
 """
 
 from __future__ import annotations

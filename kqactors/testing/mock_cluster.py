@@ -5,7 +5,9 @@ control channel to it (its stdin/stdout pipes). Each method maps to one ``rd_kaf
 
 Mock cluster facts (librdkafka 2.16): brokers have ids 1..N and listen on 127.0.0.1; topics are
 auto-created on first use unless created with ``create_topic``; it implements the classic data and group
-APIs (no admin APIs such as CreateTopics, no SASL/TLS); ApiVersions only up to v2 (v3+ gets
+APIs and KIP-848's ConsumerGroupHeartbeat (v1 only; its heartbeat interval and session timeout are set with
+``group_consumer_heartbeat_interval_ms`` / ``group_consumer_session_timeout_ms``) (no admin APIs such as
+CreateTopics, no SASL/TLS); ApiVersions only up to v2 (v3+ gets
 UNSUPPORTED_VERSION with a non-standard body), and an unsupported request makes it close the connection.
 Tracked requests carry broker id, ApiKey and a timestamp, but not the ApiVersion (librdkafka has no
 accessor for it).

@@ -335,3 +335,56 @@ def test_an_epoch_zero_reply_keeps_the_member_joining_with_full_requests():
     h.respond(request, hb_ok(4))
     h.advance(500)
     assert h.request(HB).fields["rebalance_timeout_ms"] == -1
+
+
+def test_regex_only_subscription_sends_an_empty_name_list_and_the_combined_regex():
+    h = harness()
+    request = join(h, topics=("^a-.*", "^b-.*"))
+    assert request.fields["subscribed_topic_names"] == []
+    assert request.fields["subscribed_topic_regex"] == "(^a-.*)|(^b-.*)"
+    h.respond(request, hb_ok(1, {T_ID: [0]}))
+    assert h.take(RequestMetadata)[-1].topics is None  # regex: every topic's metadata resolves the id
+    h.call("metadata_update", {"a-1": 1}, topic_ids={"a-1": T_ID})
+    assert [(tp.topic, tp.partition) for tp in h.one(RebalanceCallback).partitions] == [("a-1", 0)]
+
+
+def test_unsubscribe_of_a_static_member_leaves_for_good_with_epoch_minus_one():
+    h = harness(group_instance_id="i-1")
+    steady(h)
+    h.call("unsubscribe")
+    h.one(RebalanceCallback)
+    h.call("rebalance_done")
+    assert h.request(HB).fields["member_epoch"] == -1
+
+
+def test_a_target_arriving_while_an_ack_is_in_flight_is_acknowledged_again():
+    h = harness()
+    steady(h)
+    h.advance(500)
+    beat = h.request(HB)
+    h.respond(beat, hb_ok(2, {T_ID: [0, 1, 2]}))
+    ack = assign_and_ack(h, [("t", 2)], epoch=2)
+    # the coordinator moves on before answering the ack: the reply carries yet another target
+    h.respond(ack, hb_ok(3, {T_ID: [0, 1, 2, 3]}))
+    ack = assign_and_ack(h, [("t", 3)], epoch=3)
+    assert ack.fields["topic_partitions"] == [(T_ID, [0, 1, 2, 3])]
+    h.respond(ack, hb_ok(3))
+    h.none(SendRequest, HB)
+
+
+def test_partitions_resolved_while_an_ack_is_in_flight_get_their_own_ack():
+    h = harness()
+    steady(h)
+    h.advance(500)
+    h.respond(h.request(HB), hb_ok(2, {T_ID: [0, 1, 2], U_ID: [0]}))
+    first_ack = assign_and_ack(h, [("t", 2)], epoch=2)  # u's id is not known yet
+    assert first_ack.fields["topic_partitions"] == [(T_ID, [0, 1, 2])]
+    h.call("metadata_update", {"t": 4, "u": 1}, topic_ids=IDS)
+    cb = h.one(RebalanceCallback)
+    assert [(tp.topic, tp.partition) for tp in cb.partitions] == [("u", 0)]
+    h.call("rebalance_done")
+    h.respond(fetch := h.request("OffsetFetch"), fetch_reply(fetch, {}))
+    h.none(SendRequest, HB)  # one heartbeat at a time: the first ack is still out
+    h.respond(first_ack, hb_ok(2))
+    second_ack = h.request(HB)
+    assert second_ack.fields["topic_partitions"] == sorted([(T_ID, [0, 1, 2]), (U_ID, [0])])

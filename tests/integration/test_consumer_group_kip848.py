@@ -133,6 +133,25 @@ def test_two_members_split_the_partitions_and_the_survivor_takes_over_from_the_c
         second.close()
 
 
+def test_partitions_moved_to_a_new_member_are_committed_first_so_nothing_is_read_twice(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 4)
+    _produce(cluster.bootstrap, unique_topic, 4, 25)
+    first = _consumer(cluster.bootstrap, "g-848-handover")  # enable.auto.commit: the revoke commits
+    second = _consumer(cluster.bootstrap, "g-848-handover")
+    seen: list[list] = [[], []]
+    try:
+        first.subscribe([unique_topic])
+        _poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
+        second.subscribe([unique_topic])
+        _poll_until([first, second], lambda: len(_keys(second)) == 2, 20, seen)
+        moved = [TopicPartition(t, p) for t, p in sorted(_keys(second))]
+        _poll_until([first, second], lambda: [tp.offset for tp in second.position(moved)] == [25, 25], 20, seen)
+        assert seen[1] == []  # the new owner started at the offsets committed on revoke
+    finally:
+        first.close()
+        second.close()
+
+
 def test_mixed_group_with_a_confluent_kafka_consumer(cluster, unique_topic):
     cluster.create_topic(unique_topic, 4)
     _produce(cluster.bootstrap, unique_topic, 4, 5)

@@ -120,7 +120,7 @@ class ConsumerProtocolMachine(GroupStateMachine):
 
     def _maybe_join(self, now: float) -> None:
         """Called whenever no rebalance callback is pending: join (epoch 0), or send the acknowledgement /
-        new subscription / full request now rather than at the next interval."""
+        new subscription now rather than at the next interval (after a failure: not before the backoff)."""
         if self._retry_wait or not self._may_heartbeat(now):
             return
         if self.generation_id < 0:
@@ -201,8 +201,6 @@ class ConsumerProtocolMachine(GroupStateMachine):
         if code:
             self._heartbeat_failed(code, message, context, now)
             return
-        if not self.subscription or self._closing:
-            return  # left meanwhile (the leave reset the membership)
         if reply.member_id:
             self.member_id = reply.member_id
         self.generation_id = reply.member_epoch
@@ -216,7 +214,8 @@ class ConsumerProtocolMachine(GroupStateMachine):
             self._ack_wanted = False
         if self.heartbeat_interval_ms > 0:
             self._set_deadline("heartbeat", now + self.heartbeat_interval_ms)
-        if reply.assignment is not None:
+        if reply.assignment is not None and self.subscription and not self._closing:
+            # (while unsubscribing or closing only the epoch matters: the revoke commit must carry it)
             self._target = target_from_response(reply.assignment.topic_partitions)
             self._reconcile(now, fresh=True)
 

@@ -23,6 +23,7 @@ from kqactors.cgrp import (
 )
 from kqactors.cgrp.requests import build_request
 from kqactors.errors import KafkaError, KafkaException
+from kqactors.message import TopicPartition
 from kqactors.protocol.generated.consumer_group_heartbeat import (
     Assignment,
     ConsumerGroupHeartbeatRequest,
@@ -137,7 +138,7 @@ def test_target_waits_for_topic_ids_then_assigns_then_acknowledges_the_owned_par
 def test_new_target_revokes_first_then_assigns_then_acks_once():
     h = harness(enable_auto_offset_store=False)
     steady(h)
-    h.sm.store_offsets([__import__("kqactors").TopicPartition("t", 0, 42)])
+    h.sm.store_offsets([TopicPartition("t", 0, 42)])
     h.advance(500)
     h.respond(h.request(HB), hb_ok(2, {T_ID: [1, 2]}))
     revoke = h.one(RebalanceCallback)
@@ -388,3 +389,18 @@ def test_partitions_resolved_while_an_ack_is_in_flight_get_their_own_ack():
     h.respond(first_ack, hb_ok(2))
     second_ack = h.request(HB)
     assert second_ack.fields["topic_partitions"] == sorted([(T_ID, [0, 1, 2]), (U_ID, [0])])
+
+
+def test_the_revoke_commit_of_an_unsubscribe_carries_an_epoch_learnt_during_the_callback():
+    h = harness(enable_auto_offset_store=False)
+    steady(h)
+    h.sm.store_offsets([TopicPartition("t", 1, 9)])
+    h.advance(500)
+    in_flight = h.request(HB)
+    h.call("unsubscribe")
+    assert h.one(RebalanceCallback).kind == REVOKE
+    h.respond(in_flight, hb_ok(7, {T_ID: [0]}))  # a new target while leaving: not reconciled
+    h.none(RebalanceCallback)
+    h.call("rebalance_done")
+    assert h.request("OffsetCommit").fields["generation_id"] == 7
+    assert h.request(HB).fields["member_epoch"] == -1

@@ -56,7 +56,7 @@ _SHIPPED_KEYS = (
     "group.id", "group.instance.id", "partition.assignment.strategy", "session.timeout.ms",
     "heartbeat.interval.ms", "max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms",
     "enable.auto.offset.store", "retry.backoff.ms", "retry.backoff.max.ms", "client.rack", "socket.timeout.ms",
-    "topic.metadata.refresh.interval.ms",
+    "topic.metadata.refresh.interval.ms", "group.protocol", "group.remote.assignor",
 )
 
 

@@ -1,12 +1,13 @@
 """Runs in: the main host (next to `main` and the broker actors). Owns the `cgrp` actor: it drives the pure
-consumer-group state machine (kqactors.cgrp.GroupStateMachine) with time, broker replies, metadata and the
-app's calls, and executes its actions — group requests to the coordinator's broker actor, rebalance /
-commit / error ops to the app's group queue — plus committed() lookups for the app.
+consumer-group state machine (kqactors.cgrp.GroupStateMachine, or ConsumerProtocolMachine for
+group.protocol=consumer) with time, broker replies, metadata (with topic ids) and the app's calls, and executes
+its actions — group requests to the coordinator's broker actor, rebalance / commit / error ops to the app's
+group queue — plus committed() lookups for the app.
 
 Ops in (app):  CGRP_SUBSCRIBE, CGRP_UNSUBSCRIBE, CGRP_COMMIT, CGRP_COMMITTED, CGRP_CLOSE (requests),
                CGRP_POLL, CGRP_REBALANCE_DONE (sends). Most carry ``stored`` offsets (see _apply_stored).
 Ops out (app): CGRP_REBALANCE, CGRP_FETCH_START, CGRP_FETCH_STOP, CGRP_COMMIT_RESULT, CGRP_STATE, CGRP_ERROR.
-Ops out:       REQUEST (broker/N, kinds ``cgrp:<Api>``), METADATA (main).
+Ops out:       REQUEST (broker/N, kinds ``cgrp:<Api>``; ``cgrp848:OffsetCommit`` for KIP-848), METADATA (main).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kqactors.cgrp import (
     Action,
     Closed,
     CommitResult,
+    ConsumerProtocolMachine,
     CoordinatorChanged,
     GroupSettings,
     GroupStateMachine,
@@ -70,13 +72,20 @@ APP_OP_TYPES = frozenset({CGRP_REBALANCE, CGRP_FETCH_START, CGRP_FETCH_STOP, CGR
 # flexible JoinGroup/SyncGroup/LeaveGroup handlers drop the connection; static membership needs only these).
 GROUP_APIS = {"FindCoordinator": 2, "JoinGroup": 5, "SyncGroup": 3, "Heartbeat": 3, "LeaveGroup": 1,
               "OffsetCommit": 7, "OffsetFetch": 7}
+# group.protocol=consumer (KIP-848): ConsumerGroupHeartbeat v1 only, as librdkafka (v1 = client-generated member
+# id + regex), and OffsetCommit up to v9 (a broker refuses commits below v9 from members of a consumer-protocol
+# group); its other requests are the classic kinds above. api -> (kind name, min version, max version).
+CONSUMER_PROTOCOL_KINDS = {"ConsumerGroupHeartbeat": ("cgrp:ConsumerGroupHeartbeat", 1, 1),
+                           "OffsetCommit": ("cgrp848:OffsetCommit", 0, 9)}
 
 
-def group_request_kind(api: str) -> str:
+def group_request_kind(api: str, consumer_protocol: bool = False) -> str:
+    if consumer_protocol and api in CONSUMER_PROTOCOL_KINDS:
+        return CONSUMER_PROTOCOL_KINDS[api][0]
     return f"cgrp:{api}"
 
 
-def _make_kind(api: str, max_version: int) -> RequestKind:
+def _make_kind(api: str, name: str, min_version: int, max_version: int) -> RequestKind:
     info = api_info(api)
 
     def encode(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
@@ -85,12 +94,15 @@ def _make_kind(api: str, max_version: int) -> RequestKind:
     def decode(version: int, body: bytes) -> dict[str, Any]:
         return {"version": version, "body": bytes(body)}
 
-    return RequestKind(group_request_kind(api), info.key, 0, max_version, info.first_flexible, encode, decode)
+    return RequestKind(name, info.key, min_version, max_version, info.first_flexible, encode, decode)
 
 
 for _api, _max in GROUP_APIS.items():
     if group_request_kind(_api) not in REQUEST_KINDS:
-        register_request_kind(_make_kind(_api, _max))
+        register_request_kind(_make_kind(_api, group_request_kind(_api), 0, _max))
+for _api, (_name, _min, _max) in CONSUMER_PROTOCOL_KINDS.items():
+    if _name not in REQUEST_KINDS:
+        register_request_kind(_make_kind(_api, _name, _min, _max))
 
 
 def partitions_to_wire(partitions: list[TopicPartition], with_errors: bool = False) -> list[list[Any]]:
@@ -151,7 +163,9 @@ class CgrpActor(Actor):
         self.settings = GroupSettings.from_config(self.config)
         self.request_timeout_ms = int(self.config.get("socket.timeout.ms", 60000))
         self.metadata_interval_ms = int(self.config.get("topic.metadata.refresh.interval.ms", 300000))
-        self.machine = GroupStateMachine(self.settings, _now_ms(), self.request_timeout_ms)
+        self.consumer_protocol = self.settings.consumer_protocol
+        machine_class = ConsumerProtocolMachine if self.consumer_protocol else GroupStateMachine
+        self.machine = machine_class(self.settings, _now_ms(), self.request_timeout_ms)
         self.brokers: list[int] = []
         self._rr = 0
         self.waiting_for_broker: list[SendRequest] = []
@@ -245,7 +259,7 @@ class CgrpActor(Actor):
                              lambda reply: self._on_group_reply(action, reply))
 
     def _broker_request(self, broker: int, api: str, fields: dict[str, Any], timeout_ms: int, on_reply: Any) -> None:
-        payload = {"kind": group_request_kind(api), "args": fields, "timeout_ms": timeout_ms}
+        payload = {"kind": group_request_kind(api, self.consumer_protocol), "args": fields, "timeout_ms": timeout_ms}
         self.ctx.request(ops.broker_name(broker), Op(ops.REQUEST, payload), on_reply, timeout_ms / 1000 + 1.0)
 
     def _on_group_reply(self, action: SendRequest, reply: Op) -> None:
@@ -285,16 +299,23 @@ class CgrpActor(Actor):
         for action in waiting:
             self._send_request(action)
         counts: dict[str, int] = {}
-        for name, error, _topic_id, parts in wire.get("topics", ()):
+        topic_ids: dict[str, bytes | None] = {}
+        for name, error, topic_id, parts in wire.get("topics", ()):
             if not error and parts:
                 counts[name] = len(parts)
+                topic_ids[name] = topic_id
+            elif self.consumer_protocol:
+                continue  # KIP-848: a subscribed topic that does not exist (yet) is not an error
             elif self.subscribed and name not in self.missing_topics_reported and not name.startswith("^"):
                 self.missing_topics_reported.add(name)
                 self._to_app(CGRP_ERROR, {"error": KafkaError(
                     error or KafkaError.UNKNOWN_TOPIC_OR_PART,
                     f"Subscribed topic not available: {name}: {KafkaError(error or 3).str()}").to_tuple()})
         if self.subscribed:
-            self._run("metadata_update", counts)
+            if self.consumer_protocol:
+                self._run("metadata_update", counts, topic_ids=topic_ids)
+            else:
+                self._run("metadata_update", counts)
 
     # ---- app ops ---------------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Runs in: the main host (cgrp actor, when it executes a SendRequest action). Owns the translation between
 the state machine's version-independent request fields and the generated group request classes at the
 version negotiated with the coordinator, and the reading of group responses whose shape changed across
-versions (FindCoordinator v4 batching, OffsetFetch v8 groups).
+versions (FindCoordinator v4 batching, OffsetFetch v8 groups). ConsumerGroupHeartbeat (KIP-848) is built here
+too: its fields are already version-independent except the v1 regex.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from typing import Any
 
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.protocol.base import Message
+from kqactors.protocol.generated.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    TopicPartitions,
+)
 from kqactors.protocol.generated.find_coordinator import FindCoordinatorRequest
 from kqactors.protocol.generated.heartbeat import HeartbeatRequest
 from kqactors.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -115,6 +120,25 @@ def _offset_fetch(fields: dict[str, Any], version: int) -> Message:
     return OffsetFetchRequest(group_id=fields["group_id"], topics=topics, require_stable=stable)
 
 
+def _consumer_group_heartbeat(fields: dict[str, Any], version: int) -> Message:
+    regex = fields.get("subscribed_topic_regex")
+    if version < 1:
+        if regex:
+            raise KafkaException(KafkaError(
+                KafkaError._UNSUPPORTED_FEATURE,
+                f"regex subscriptions need ConsumerGroupHeartbeat v1+, the coordinator offers v{version}"))
+        regex = None
+    owned = fields.get("topic_partitions")
+    return ConsumerGroupHeartbeatRequest(
+        group_id=fields["group_id"], member_id=fields["member_id"], member_epoch=fields["member_epoch"],
+        instance_id=fields.get("instance_id"), rack_id=fields.get("rack_id"),
+        rebalance_timeout_ms=fields.get("rebalance_timeout_ms", -1),
+        subscribed_topic_names=fields.get("subscribed_topic_names"), subscribed_topic_regex=regex,
+        server_assignor=fields.get("server_assignor"),
+        topic_partitions=None if owned is None else [TopicPartitions(topic_id=bytes(topic_id), partitions=list(parts))
+                                                     for topic_id, parts in owned])
+
+
 _BUILDERS: dict[str, Callable[[dict[str, Any], int], Message]] = {
     "FindCoordinator": _find_coordinator,
     "JoinGroup": _join_group,
@@ -123,6 +147,7 @@ _BUILDERS: dict[str, Callable[[dict[str, Any], int], Message]] = {
     "LeaveGroup": _leave_group,
     "OffsetCommit": _offset_commit,
     "OffsetFetch": _offset_fetch,
+    "ConsumerGroupHeartbeat": _consumer_group_heartbeat,
 }
 
 

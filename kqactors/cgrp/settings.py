@@ -1,6 +1,7 @@
 """Runs in: the main host (built from the consumer's validated config when the cgrp is created). Owns the
-consumer-group properties the state machine needs, their librdkafka defaults, and the checks librdkafka
-makes on them (a group.id, one rebalance protocol across the configured assignors, heartbeat < session).
+consumer-group properties the state machines need, their librdkafka defaults, and the checks librdkafka
+makes on them (a group.id, one rebalance protocol across the configured assignors, heartbeat < session), and
+which group protocol runs (classic, or KIP-848 with its server-side assignor).
 """
 
 from __future__ import annotations
@@ -35,12 +36,16 @@ class GroupSettings:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     client_rack: str | None = None
+    group_protocol: str = "classic"
+    remote_assignor: str | None = None
 
     def __post_init__(self) -> None:
         if not self.group_id:
             raise _invalid("group.id must be set to use the consumer group")
         if not self.assignment_strategies:
             raise _invalid("partition.assignment.strategy must name at least one assignor")
+        if self.group_protocol not in ("classic", "consumer"):
+            raise _invalid(f"group.protocol must be classic or consumer, not {self.group_protocol!r}")
         try:
             assignors = self.assignors()
         except ValueError as exc:
@@ -60,6 +65,11 @@ class GroupSettings:
     @property
     def rebalance_protocol(self) -> str:
         return self.assignors()[0].rebalance_protocol
+
+    @property
+    def consumer_protocol(self) -> bool:
+        """KIP-848 (group.protocol=consumer): the broker assigns, membership rides on heartbeats."""
+        return self.group_protocol == "consumer"
 
     @property
     def is_static(self) -> bool:
@@ -85,4 +95,6 @@ class GroupSettings:
             retry_backoff_ms=int(config.get("retry.backoff.ms", 100)),
             retry_backoff_max_ms=int(config.get("retry.backoff.max.ms", 1000)),
             client_rack=rack,
+            group_protocol=str(config.get("group.protocol", "classic") or "classic"),
+            remote_assignor=config.get("group.remote.assignor") or None,
         )

@@ -87,6 +87,8 @@ _SIGNATURES: dict[str, tuple[object, list[object] | None]] = {
     "rd_kafka_mock_coordinator_set": (c_int, [_MOCK, c_char_p, c_char_p, c_int32]),
     "rd_kafka_mock_set_apiversion": (c_int, [_MOCK, c_int16, c_int16, c_int16]),
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [_MOCK, c_int32]),
+    "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [_MOCK, c_int]),
+    "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [_MOCK, c_int]),
     "rd_kafka_mock_start_request_tracking": (None, [_MOCK]),
     "rd_kafka_mock_stop_request_tracking": (None, [_MOCK]),
     "rd_kafka_mock_get_requests": (POINTER(c_void_p), [_MOCK, POINTER(c_size_t)]),

@@ -5,7 +5,9 @@ control channel to it (its stdin/stdout pipes). Each method maps to one ``rd_kaf
 
 Mock cluster facts (librdkafka 2.16): brokers have ids 1..N and listen on 127.0.0.1; topics are
 auto-created on first use unless created with ``create_topic``; it implements the classic data and group
-APIs (no admin APIs such as CreateTopics, no SASL/TLS); ApiVersions only up to v2 (v3+ gets
+APIs and KIP-848's ConsumerGroupHeartbeat (v1 only; its heartbeat interval and session timeout are set with
+``group_consumer_heartbeat_interval_ms`` / ``group_consumer_session_timeout_ms``) (no admin APIs such as
+CreateTopics, no SASL/TLS); ApiVersions only up to v2 (v3+ gets
 UNSUPPORTED_VERSION with a non-standard body), and an unsupported request makes it close the connection.
 Tracked requests carry broker id, ApiKey and a timestamp, but not the ApiVersion (librdkafka has no
 accessor for it). Fetch answers one record batch per partition; transactions write COMMIT/ABORT control
@@ -286,6 +288,14 @@ class MockCluster:
 
     def group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
         self._call("group_initial_rebalance_delay_ms", delay_ms=_int(delay_ms, "delay_ms"))
+
+    def group_consumer_session_timeout_ms(self, timeout_ms: int) -> None:
+        """KIP-848 groups (group.protocol=consumer): the broker-side group.consumer.session.timeout.ms."""
+        self._call("group_consumer_session_timeout_ms", timeout_ms=_int(timeout_ms, "timeout_ms"))
+
+    def group_consumer_heartbeat_interval_ms(self, interval_ms: int) -> None:
+        """KIP-848 groups: the heartbeat interval the coordinator hands its members."""
+        self._call("group_consumer_heartbeat_interval_ms", interval_ms=_int(interval_ms, "interval_ms"))
 
     # -- error injection ----------------------------------------------------------------------------
     def push_request_errors(self, api_key: int, errors: Iterable[int | str | KafkaError]) -> None:

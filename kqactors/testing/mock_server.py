@@ -132,6 +132,12 @@ class MockHost:
     def group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
         self.lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self.mcluster, delay_ms)
 
+    def group_consumer_session_timeout_ms(self, timeout_ms: int) -> None:
+        self.lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(self.mcluster, timeout_ms)
+
+    def group_consumer_heartbeat_interval_ms(self, interval_ms: int) -> None:
+        self.lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self.mcluster, interval_ms)
+
     def start_request_tracking(self) -> None:
         self.lib.rd_kafka_mock_start_request_tracking(self.mcluster)
 

@@ -12,6 +12,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kqactors.consumer import Consumer  # noqa: E402
+from kqactors.errors import KafkaError  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,3 +74,21 @@ def test_group_on_tansu_splits_and_commits(tansu, unique_topic):
     finally:
         first.close()
         second.close()
+
+
+def test_group_protocol_consumer_on_tansu_fails_fatally_without_consumer_group_heartbeat(tansu, unique_topic):
+    """Tansu (0.6) has no KIP-848 ConsumerGroupHeartbeat (API 68): the consumer must say so, not hang."""
+    assert 68 not in tansu.api_versions
+    errors: list = []
+    consumer = Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g848-{unique_topic}",
+                         "group.protocol": "consumer", "kqactors.hosts": 1, "error_cb": errors.append})
+    try:
+        consumer.subscribe([unique_topic])
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not errors:
+            consumer.poll(0.1)
+        assert errors, "no error reported"
+        assert errors[0].code() == KafkaError._UNSUPPORTED_FEATURE and errors[0].fatal()
+        assert "ConsumerGroupHeartbeat" in errors[0].str()
+    finally:
+        consumer.close()

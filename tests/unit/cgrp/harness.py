@@ -24,11 +24,11 @@ from kqactors.protocol.generated.sync_group import SyncGroupResponse
 
 
 class Harness:
-    def __init__(self, **settings):
+    def __init__(self, machine=GroupStateMachine, machine_args=None, **settings):
         settings.setdefault("group_id", "g")
         self.settings = GroupSettings(**settings)
         self.now = 0.0
-        self.sm = GroupStateMachine(self.settings, self.now)
+        self.sm = machine(self.settings, self.now, **(machine_args or {}))
         self.actions: list = []
 
     # -- driving ------------------------------------------------------------------------------------

@@ -1,0 +1,210 @@
+"""KIP-848 consumer groups (group.protocol=consumer) end to end on the librdkafka mock cluster: membership and
+assignment over ConsumerGroupHeartbeat (no JoinGroup/SyncGroup), partitions split between members and handed
+over on leave with committed offsets, a mixed group with a confluent-kafka consumer, recovery from fencing and a
+clear fatal error when the broker lacks the API."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+from kqactors.consumer import Consumer  # noqa: E402
+from kqactors.errors import KafkaError, KafkaException  # noqa: E402
+from kqactors.message import TopicPartition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+
+CONSUMER_GROUP_HEARTBEAT_KEY = 68
+CLASSIC_GROUP_KEYS = {11, 12, 13, 14}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
+HEARTBEAT_INTERVAL_MS = 200
+
+
+@pytest.fixture
+def cluster(mock_cluster_factory):
+    cluster = mock_cluster_factory(1)
+    cluster.group_consumer_heartbeat_interval_ms(HEARTBEAT_INTERVAL_MS)
+    cluster.group_consumer_session_timeout_ms(6000)
+    return cluster
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    for i in range(partitions * per_partition):
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
+    assert producer.flush(15) == 0
+
+
+def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "kqactors.hosts": 1}
+    conf.update(extra)
+    return Consumer(conf)
+
+
+def _poll(consumer, seconds: float, sink: list | None = None) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        msg = consumer.poll(0.05)
+        if msg is not None and msg.error() is None and sink is not None:
+            sink.append((msg.topic(), msg.partition(), msg.offset()))
+
+
+def _poll_until(consumers: list, done, timeout: float, sinks: list[list] | None = None) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not done():
+        for i, consumer in enumerate(consumers):
+            _poll(consumer, 0.05, sinks[i] if sinks else None)
+    assert done(), "condition not reached in time"
+
+
+def _commit(consumer: Consumer, timeout: float = 10) -> list[TopicPartition]:
+    """Synchronous commit, retried on STALE_MEMBER_EPOCH: right after a rebalance the coordinator may already
+    have bumped our epoch while the heartbeat reply telling us is still on its way (librdkafka fails such a
+    manual commit too)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > end:
+                raise
+        _poll(consumer, 0.2)
+
+
+def _keys(consumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+
+def test_one_member_gets_every_partition_through_consumer_group_heartbeat(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 4)
+    _produce(cluster.bootstrap, unique_topic, 4, 10)
+    assigned: list = []
+    consumer = _consumer(cluster.bootstrap, "g-848-one")
+    seen: list = []
+    cluster.start_request_tracking()
+    try:
+        consumer.subscribe([unique_topic], on_assign=lambda c, ps: assigned.append(sorted(tp.partition for tp in ps)))
+        _poll_until([consumer], lambda: len(seen) >= 40, 20, [seen])
+        assert assigned == [[0, 1, 2, 3]]
+        assert sorted(seen) == sorted((unique_topic, i % 4, i // 4) for i in range(40))
+        member = consumer.memberid()
+        assert member and len(member) == 22  # client-generated (ConsumerGroupHeartbeat v1)
+        assert consumer.consumer_group_metadata().generation_id >= 1  # the member epoch
+        consumer.close()
+        keys = [r.api_key for r in cluster.get_requests()]
+        assert keys.count(CONSUMER_GROUP_HEARTBEAT_KEY) >= 3  # join, ack, ..., leave
+        assert not CLASSIC_GROUP_KEYS & set(keys)
+    finally:
+        consumer.close()
+
+
+def test_two_members_split_the_partitions_and_the_survivor_takes_over_from_the_commits(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 4)
+    _produce(cluster.bootstrap, unique_topic, 4, 25)
+    first = _consumer(cluster.bootstrap, "g-848-split", **{"enable.auto.commit": False})
+    second = _consumer(cluster.bootstrap, "g-848-split", **{"enable.auto.commit": False})
+    revoked: list = []
+    seen: list[list] = [[], []]
+    try:
+        first.subscribe([unique_topic], on_revoke=lambda c, ps: revoked.extend(ps))
+        _poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
+        second.subscribe([unique_topic])
+        _poll_until([first, second], lambda: len(_keys(first)) == 2 and len(_keys(second)) == 2, 20, seen)
+        assert _keys(first) | _keys(second) == {(unique_topic, p) for p in range(4)}
+        assert {(tp.topic, tp.partition) for tp in revoked} == _keys(second)  # incremental: only those moved
+        kept = sorted(_keys(first))
+        committed = _commit(first)
+        assert {(tp.topic, tp.partition, tp.offset) for tp in committed} == {(t, p, 25) for t, p in kept}
+        # the other member sees the commit
+        visible = second.committed([TopicPartition(t, p) for t, p in kept], timeout=10)
+        assert [tp.offset for tp in visible] == [25, 25]
+        before = len(seen[1])
+        first.close()  # leaves the group (epoch -1): the survivor gets everything
+        _poll_until([second], lambda: len(_keys(second)) == 4, 20, [seen[1]])
+        _poll(second, 1.0, seen[1])
+        assert not [m for m in seen[1][before:] if (m[0], m[1]) in kept]  # resumed at the commit: nothing re-read
+        tps = [TopicPartition(unique_topic, p) for p in range(4)]
+        assert all(tp.offset == 25 for tp in second.position(tps) if (tp.topic, tp.partition) not in kept)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_partitions_moved_to_a_new_member_are_committed_first_so_nothing_is_read_twice(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 4)
+    _produce(cluster.bootstrap, unique_topic, 4, 25)
+    first = _consumer(cluster.bootstrap, "g-848-handover")  # enable.auto.commit: the revoke commits
+    second = _consumer(cluster.bootstrap, "g-848-handover")
+    seen: list[list] = [[], []]
+    try:
+        first.subscribe([unique_topic])
+        _poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
+        second.subscribe([unique_topic])
+        _poll_until([first, second], lambda: len(_keys(second)) == 2, 20, seen)
+        moved = [TopicPartition(t, p) for t, p in sorted(_keys(second))]
+        _poll_until([first, second], lambda: [tp.offset for tp in second.position(moved)] == [25, 25], 20, seen)
+        assert seen[1] == []  # the new owner started at the offsets committed on revoke
+    finally:
+        first.close()
+        second.close()
+
+
+def test_mixed_group_with_a_confluent_kafka_consumer(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 4)
+    _produce(cluster.bootstrap, unique_topic, 4, 5)
+    ours = _consumer(cluster.bootstrap, "g-848-mixed")
+    theirs = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-848-mixed",
+                                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    seen: list[list] = [[], []]
+    try:
+        ours.subscribe([unique_topic])
+        _poll_until([ours], lambda: len(_keys(ours)) == 4, 20, [seen[0]])
+        theirs.subscribe([unique_topic])
+        _poll_until([ours, theirs], lambda: len(_keys(ours)) == 2 and len(_keys(theirs)) == 2, 30, seen)
+        assert _keys(ours).isdisjoint(_keys(theirs))
+        assert _keys(ours) | _keys(theirs) == {(unique_topic, p) for p in range(4)}
+        theirs.close()
+        _poll_until([ours], lambda: len(_keys(ours)) == 4, 20, [seen[0]])
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_fenced_member_loses_its_partitions_and_rejoins(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 2)
+    _produce(cluster.bootstrap, unique_topic, 2, 5)
+    lost: list = []
+    assigned: list = []
+    consumer = _consumer(cluster.bootstrap, "g-848-fenced")
+    seen: list = []
+    try:
+        consumer.subscribe([unique_topic], on_assign=lambda c, ps: assigned.append(len(ps)),
+                           on_lost=lambda c, ps: lost.append(len(ps)))
+        _poll_until([consumer], lambda: len(_keys(consumer)) == 2 and len(seen) >= 10, 20, [seen])
+        epoch = consumer.consumer_group_metadata().generation_id
+        cluster.push_request_errors(CONSUMER_GROUP_HEARTBEAT_KEY, ["FENCED_MEMBER_EPOCH"])
+        _poll_until([consumer], lambda: lost == [2] and len(assigned) == 2 and len(_keys(consumer)) == 2, 20)
+        assert consumer.consumer_group_metadata().generation_id > epoch
+        _produce(cluster.bootstrap, unique_topic, 2, 1)
+        _poll_until([consumer], lambda: len(seen) >= 12, 10, [seen])
+    finally:
+        consumer.close()
+
+
+def test_a_broker_without_consumer_group_heartbeat_is_a_fatal_error_not_a_hang(cluster, unique_topic):
+    cluster.create_topic(unique_topic, 1)
+    cluster.set_apiversion(CONSUMER_GROUP_HEARTBEAT_KEY, -1, -1)
+    errors: list = []
+    consumer = _consumer(cluster.bootstrap, "g-848-unsupported", error_cb=errors.append)
+    try:
+        consumer.subscribe([unique_topic])
+        _poll_until([consumer], lambda: bool(errors), 15)
+        error = errors[0]
+        assert error.code() == KafkaError._UNSUPPORTED_FEATURE and error.fatal()
+        assert "ConsumerGroupHeartbeat" in error.str()
+        assert consumer.assignment() == []
+    finally:
+        consumer.close()

@@ -92,21 +92,25 @@ def _rebalance(assigned: dict[str, set[TopicPartitionKey]], eligible_by_topic: d
                kept: dict[TopicPartitionKey, str], load_key) -> None:
     """Move single partitions from heavier to eligible lighter members (by >= 2) until none can move.
 
-    Each move lowers the sum of squared loads, so the loop ends.
+    One move at a time, always from the heaviest member that can give: a member that kept too many sheds
+    only while it is the heaviest, so it never drops below its share and then takes someone else's
+    partition back. Each move lowers the sum of squared loads, so the loop ends.
     """
     while True:
-        moved = False
         for source in sorted(assigned, key=load_key, reverse=True):
+            source_load = len(assigned[source])
             # Partitions this member did not own before go first; then (topic, partition) order.
             for tp in sorted(assigned[source], key=lambda tp: (kept.get(tp) == source, tp)):
-                source_load = len(assigned[source])
                 lighter = [m for m in eligible_by_topic[tp[0]] if len(assigned[m]) <= source_load - 2]
                 if lighter:
                     target = min(lighter, key=load_key)
                     assigned[source].remove(tp)
                     assigned[target].add(tp)
-                    moved = True
-        if not moved:
+                    break
+            else:
+                continue
+            break  # moved: look for the heaviest again
+        else:
             return
 
 

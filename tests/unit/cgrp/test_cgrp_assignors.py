@@ -4,7 +4,7 @@ property checks (exactly-once coverage, balance, stickiness, cooperative two-pha
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kqactors.cgrp.assignors import MemberSubscription, assignor_for, member_order_key
@@ -125,8 +125,18 @@ def owned_groups(draw):
     return counts, members
 
 
+_TOPICS = ["a", "b", "c", "d"]
+# Found by Hypothesis: the member owning six shed down to two before the one owning four shed, then got
+# one of the other's partitions back (it kept two of its own while holding three).
+_SHED_TOO_FAR = ({"a": 0, "b": 0, "c": 3, "d": 7}, [
+    member("m-0-0", _TOPICS, owned=[("c", 0), ("c", 1), ("c", 2), ("d", 0), ("d", 1), ("d", 2)], generation=7),
+    member("m-0-1", _TOPICS, owned=[("d", 3), ("d", 4), ("d", 5), ("d", 6)], generation=7),
+    member("m-0-2", _TOPICS), member("m-0-3", _TOPICS)])
+
+
 @settings(max_examples=60, deadline=None)
 @given(owned_groups())
+@example(_SHED_TOO_FAR)
 def test_sticky_keeps_owned_partitions_up_to_the_balanced_share(group):
     counts, members = group
     result = sticky_assign(counts, members)

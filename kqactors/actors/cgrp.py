@@ -1,13 +1,20 @@
 """Runs in: the main host (next to `main` and the broker actors). Owns the `cgrp` actor: it drives the pure
 consumer-group state machine (kqactors.cgrp.GroupStateMachine, or ConsumerProtocolMachine for
 group.protocol=consumer) with time, broker replies, metadata (with topic ids) and the app's calls, and executes
-its actions — group requests to the coordinator's broker actor, rebalance / commit / error ops to the app's
-group queue — plus committed() lookups for the app.
+its actions — group requests to the coordinator, rebalance / commit / error ops to the app's group queue —
+plus committed() lookups for the app.
+
+Group requests to the coordinator travel on a connection of their own (a BrokerActor child named
+``cgrp-coord/<node>``, as librdkafka's logical coordinator broker): a broker answers one connection's requests
+in order, so on the fetching connection a commit or heartbeat would wait behind the Fetch long-poll
+(fetch.wait.max.ms). FindCoordinator goes to any broker actor of main.
 
 Ops in (app):  CGRP_SUBSCRIBE, CGRP_UNSUBSCRIBE, CGRP_COMMIT, CGRP_COMMITTED, CGRP_CLOSE (requests),
                CGRP_POLL, CGRP_REBALANCE_DONE (sends). Most carry ``stored`` offsets (see _apply_stored).
 Ops out (app): CGRP_REBALANCE, CGRP_FETCH_START, CGRP_FETCH_STOP, CGRP_COMMIT_RESULT, CGRP_STATE, CGRP_ERROR.
-Ops out:       REQUEST (broker/N, kinds ``cgrp:<Api>``; ``cgrp848:OffsetCommit`` for KIP-848), METADATA (main).
+Ops out:       REQUEST (cgrp-coord/N or broker/N, kinds ``cgrp:<Api>``; ``cgrp848:OffsetCommit`` for KIP-848),
+               METADATA (main).
+Ops in (children): BROKER_STATE from the coordinator connections (ignored: requests report their own errors).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import time
 from typing import Any
 
 from kqactors.actors import ops
+from kqactors.actors.main import BROKER_FACTORY, broker_connection_config
 from kqactors.actors.requests import REQUEST_KINDS, RequestKind, register_request_kind
 from kqactors.cgrp import (
     Action,
@@ -46,6 +54,12 @@ log = logging.getLogger(__name__)
 TICK_SECONDS = 0.05
 _TICK = "CGRP_TICK"
 _RUNTIME_TIMEOUT_CODES = {"TIMED_OUT"}
+_ANY_BROKER_APIS = frozenset({"FindCoordinator"})  # every other group API goes to the coordinator
+
+
+def coordinator_link_name(node_id: int) -> str:
+    """The name of the cgrp's own connection to broker ``node_id`` as group coordinator."""
+    return f"cgrp-coord/{node_id}"
 
 
 
@@ -167,6 +181,8 @@ class CgrpActor(Actor):
         machine_class = ConsumerProtocolMachine if self.consumer_protocol else GroupStateMachine
         self.machine = machine_class(self.settings, _now_ms(), self.request_timeout_ms)
         self.brokers: list[int] = []
+        self.broker_addresses: dict[int, tuple[str, int]] = {}
+        self.coordinator_links: dict[int, str] = {}  # node id → child BrokerActor for group requests
         self._rr = 0
         self.waiting_for_broker: list[SendRequest] = []
         self.metadata_in_flight = False
@@ -260,7 +276,41 @@ class CgrpActor(Actor):
 
     def _broker_request(self, broker: int, api: str, fields: dict[str, Any], timeout_ms: int, on_reply: Any) -> None:
         payload = {"kind": group_request_kind(api, self.consumer_protocol), "args": fields, "timeout_ms": timeout_ms}
-        self.ctx.request(ops.broker_name(broker), Op(ops.REQUEST, payload), on_reply, timeout_ms / 1000 + 1.0)
+        target = ops.broker_name(broker) if api in _ANY_BROKER_APIS else self._coordinator_link(broker)
+        self.ctx.request(target, Op(ops.REQUEST, payload), on_reply, timeout_ms / 1000 + 1.0)
+
+    def _coordinator_link(self, node_id: int) -> str:
+        """This group's connection to ``node_id``, started on first use; main's broker actor while the
+        broker's address is not known yet (the next metadata brings it)."""
+        name = self.coordinator_links.get(node_id)
+        if name is not None:
+            return name
+        address = self.broker_addresses.get(node_id)
+        if address is None:
+            return ops.broker_name(node_id)
+        name = coordinator_link_name(node_id)
+        args = {"node_id": node_id, "host": address[0], "port": address[1],
+                "config": broker_connection_config(self.config), "owner": self.ctx.name}
+        try:
+            self.ctx.spawn(name, BROKER_FACTORY, args)
+        except Exception:  # noqa: BLE001 - the shared connection still works, only slower
+            log.exception("cgrp: cannot start %s; group requests use %s", name, ops.broker_name(node_id))
+            return ops.broker_name(node_id)
+        self.coordinator_links[node_id] = name
+        return name
+
+    def _retire_links(self, keep: set[int]) -> None:
+        """Stop the coordinator connections of brokers that left the metadata (or moved)."""
+        for node_id in [n for n in self.coordinator_links if n not in keep]:
+            name = self.coordinator_links.pop(node_id)
+            try:
+                self.ctx.stop(name)
+            except ValueError:
+                pass  # already gone with its host
+
+    @on(ops.BROKER_STATE)
+    def _on_link_state(self, _op: Op) -> None:
+        """Coordinator connections report their state here; failed requests already say what happened."""
 
     def _on_group_reply(self, action: SendRequest, reply: Op) -> None:
         response = reply_from_response(action.api, reply)
@@ -270,6 +320,7 @@ class CgrpActor(Actor):
 
     def _forget_broker_if_gone(self, broker: int | None, reply: Op) -> None:
         if broker is not None and reply.error is not None and reply.error.code == "UNKNOWN_ACTOR":
+            self.coordinator_links.pop(broker, None)
             if broker in self.brokers:
                 self.brokers.remove(broker)
             self._request_metadata()
@@ -295,6 +346,9 @@ class CgrpActor(Actor):
             return
         wire = payload["metadata"]
         self.brokers = sorted(int(b[0]) for b in wire.get("brokers", ()) if int(b[0]) >= 0)
+        addresses = {int(b[0]): (str(b[1]), int(b[2])) for b in wire.get("brokers", ()) if int(b[0]) >= 0}
+        self._retire_links({n for n, address in addresses.items() if self.broker_addresses.get(n, address) == address})
+        self.broker_addresses = addresses
         waiting, self.waiting_for_broker = self.waiting_for_broker, []
         for action in waiting:
             self._send_request(action)
@@ -504,6 +558,7 @@ class CgrpActor(Actor):
         self._reply_status(query.op, partitions=result)
 
     def on_stop(self) -> None:
+        self._retire_links(set())
         error = KafkaError(KafkaError._DESTROY, "consumer group actor stopped")
         for op in list(self.sync_commits.values()) + self.close_waiters:
             if not op.replied:

@@ -69,6 +69,17 @@ class BrokerHandle:
         self.bootstrap = bootstrap
 
 
+def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The properties a broker actor needs, picked from a client's config."""
+    keys = ("client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",
+            "api.version.request.timeout.ms", "socket.connection.setup.timeout.ms", "reconnect.backoff.ms",
+            "reconnect.backoff.max.ms")
+    picked = {k: config[k] for k in keys if k in config}
+    if "max.in.flight" in config and "max.in.flight.requests.per.connection" not in picked:
+        picked["max.in.flight.requests.per.connection"] = config["max.in.flight"]
+    return picked
+
+
 class MainActor(Actor):
     """The `main` actor. `config` uses librdkafka property names; `app` is where app-bound ops go."""
 
@@ -133,13 +144,7 @@ class MainActor(Actor):
         self.ctx.stop(handle.name)
 
     def _broker_config(self) -> dict[str, Any]:
-        keys = ("client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",
-                "api.version.request.timeout.ms", "socket.connection.setup.timeout.ms", "reconnect.backoff.ms",
-                "reconnect.backoff.max.ms")
-        config = {k: self.config[k] for k in keys if k in self.config}
-        if "max.in.flight" in self.config and "max.in.flight.requests.per.connection" not in config:
-            config["max.in.flight.requests.per.connection"] = self.config["max.in.flight"]
-        return config
+        return broker_connection_config(self.config)
 
     @on(ops.BROKER_STATE)
     def _on_broker_state(self, op: Op) -> None:

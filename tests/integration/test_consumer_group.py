@@ -247,3 +247,29 @@ def test_bad_input_gives_clear_errors(mock_cluster_factory):
     with pytest.raises(KafkaException) as info:
         _consumer(cluster.bootstrap, "g-bad", **{"partition.assignment.strategy": "range,cooperative-sticky"})
     assert info.value.args[0].code() == KafkaError._INVALID_ARG
+
+
+def test_group_requests_do_not_wait_behind_the_fetch_long_poll(mock_cluster_factory, unique_topic):
+    """The coordinator also leads the partition, whose empty Fetch the broker holds for fetch.wait.max.ms.
+    A broker answers one connection's requests in order, so group requests have their own connection (as in
+    librdkafka); on the fetch connection each synchronous commit here would wait ~1.5 s on average."""
+    cluster = mock_cluster_factory(1)
+    cluster.group_initial_rebalance_delay_ms(0)
+    cluster.create_topic(unique_topic, 1)
+    _produce(cluster.bootstrap, unique_topic, 1, 3)
+    consumer = _consumer(cluster.bootstrap, "g-own-connection", **{"fetch.wait.max.ms": 3000,
+                                                                   "enable.auto.commit": False})
+    try:
+        consumer.subscribe([unique_topic])
+        seen: list = []
+        _poll_until([consumer], lambda: len(seen) == 3, 30, [seen])
+        _poll(consumer, 0.5)  # the partition is drained: its Fetch is now held by the broker
+        started = time.monotonic()
+        for offset in (1, 2, 3, 2, 3):
+            consumer.commit(offsets=[TopicPartition(unique_topic, 0, offset)], asynchronous=False)
+        five_commits = time.monotonic() - started
+        committed = consumer.committed([TopicPartition(unique_topic, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed[0].offset == 3
+    assert five_commits < 2.0, f"five synchronous commits took {five_commits:.2f} s"

@@ -185,6 +185,39 @@ def test_metadata_watermarks_and_offsets_for_times(mock_cluster, unique_topic):
         assert c.offsets_for_times([TopicPartition(unique_topic, 0, before)], timeout=10)[0].error is None
 
 
+def test_watermarks_follow_a_moved_leader(mock_cluster_factory, unique_topic):
+    """Leaders are cached between look-ups; NOT_LEADER from the old one fetches fresh metadata."""
+    cluster = mock_cluster_factory(2)
+    cluster.create_topic(unique_topic, 1)
+    cluster.partition_set_leader(unique_topic, 0, 1)
+    produce(cluster.bootstrap, unique_topic, 4, partitions=1)
+    with consumer(cluster.bootstrap) as c:
+        assert c.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=10) == (0, 4)
+        cluster.partition_set_leader(unique_topic, 0, 2)
+        produce(cluster.bootstrap, unique_topic, 3, partitions=1, start=4)
+        assert c.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=10) == (0, 7)
+
+
+def test_watermark_pair_waits_once_behind_a_held_fetch(mock_cluster, unique_topic):
+    """The leader's connection also carries the partition's Fetch, which the broker holds for
+    fetch.wait.max.ms when there is nothing new. Right after a message arrives the next Fetch has just gone
+    out, so a look-up waits about one fetch.wait.max.ms: both ListOffsets go out at once (one after the
+    other they waited two) and the leader comes from cached metadata."""
+    wait_s = 2.0
+    mock_cluster.create_topic(unique_topic, 1)
+    produce(mock_cluster.bootstrap, unique_topic, 2, partitions=1)
+    with consumer(mock_cluster.bootstrap, **{"fetch.wait.max.ms": int(wait_s * 1000)}) as c:
+        assert c.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=10) == (0, 2)  # caches the leader
+        c.assign([TopicPartition(unique_topic, 0, OFFSET_BEGINNING)])
+        assert len(drain(c, 2)) == 2
+        produce(mock_cluster.bootstrap, unique_topic, 1, partitions=1, start=2)
+        assert len(drain(c, 1)) == 1  # its Fetch was answered: the next one is held from now on
+        started = time.monotonic()
+        assert c.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=20) == (0, 3)
+        took = time.monotonic() - started
+    assert took < 1.5 * wait_s, f"get_watermark_offsets took {took:.1f} s behind a {wait_s} s fetch wait"
+
+
 def test_offsets_for_times(tansu, unique_topic):
     make_topic(tansu, unique_topic, 1)
     produce(tansu.bootstrap, unique_topic, 5, partitions=1)

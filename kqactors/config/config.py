@@ -303,6 +303,8 @@ class Config(Mapping[str, Any]):
                 if self.is_set(name):
                     raise self._failed(f"`{name}` is not supported for `group.protocol=consumer`. "
                                        "It is defined broker side")
+            if self.is_set("group.protocol.type"):
+                raise self._failed("`group.protocol.type` is not supported for `group.protocol=consumer`")
             if self.is_set("partition.assignment.strategy"):
                 raise self._failed("`partition.assignment.strategy` is not supported for "
                                    "`group.protocol=consumer`. Use `group.remote.assignor` instead")

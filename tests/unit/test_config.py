@@ -175,6 +175,8 @@ def test_consumer_rules():
         {**base, "max.poll.interval.ms": 1000}, "consumer")
     assert "`heartbeat.interval.ms` is not supported for `group.protocol=consumer`" in _error(
         {**base, "group.protocol": "consumer", "heartbeat.interval.ms": 100}, "consumer")
+    assert "`group.protocol.type` is not supported for `group.protocol=consumer`" in _error(
+        {**base, "group.protocol": "consumer", "group.protocol.type": "consumer"}, "consumer")
     assert "Use `group.remote.assignor` instead" in _error(
         {**base, "group.protocol": "consumer", "partition.assignment.strategy": "range"}, "consumer")
     assert "must have the same protocol type" in _error(

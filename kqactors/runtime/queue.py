@@ -134,6 +134,8 @@ class OpQueue:
             return None
 
     def __len__(self) -> int:
+        if self._fwd is None:
+            return len(self._heap)
         return len(self.destination()._heap)
 
     def __bool__(self) -> bool:

@@ -12,9 +12,13 @@ Version stamping: every planned partition remembers the version and offset it wa
 for a partition that was seeked, re-assigned or stopped since is dropped, never delivered. One Fetch request
 is in flight per broker at a time, as in librdkafka.
 
-Tansu quirks handled here: a partition answer may be far larger than partition_max_bytes (it is scanned
-like any other); an error-free empty answer counts as "at the end" for partition EOF even when the reported
-high watermark says otherwise.
+Partition EOF (enable.partition.eof), as librdkafka: once per reaching, when the position after a response
+is at the end the response reports, the high watermark (the last stable offset under read_committed). An
+empty answer alone is no end: brokers leave a partition's records empty once the response reached
+fetch.max.bytes, below its high watermark.
+
+Tansu quirk handled here: a partition answer may be far larger than partition_max_bytes (it is scanned like
+any other).
 """
 
 from __future__ import annotations
@@ -363,7 +367,7 @@ class FetchPlanner:
         end_offset = data.high_watermark
         if self.settings.read_committed and data.last_stable_offset >= 0:
             end_offset = data.last_stable_offset
-        at_end = next_offset >= end_offset or not len(records)
+        at_end = next_offset >= end_offset
         eof_offset = -1
         if self.settings.enable_partition_eof and at_end and target.eof_offset != next_offset:
             eof_offset = target.eof_offset = next_offset

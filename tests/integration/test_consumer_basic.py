@@ -95,6 +95,39 @@ def test_consumes_every_message_in_order_with_content_and_eof(cluster, unique_to
         assert c.get_watermark_offsets(TopicPartition(unique_topic, 0), cached=True) == (0, 200)
 
 
+@pytest.mark.parametrize("broker", ["mock", "tansu"])
+def test_no_eof_for_a_partition_cut_by_fetch_max_bytes(request, broker, unique_topic):
+    """Two partitions fetched from one broker with fetch.max.bytes below one batch: the broker fills the
+    first partition of each response and leaves the other's records empty below its high watermark. That
+    partition has not reached its end: one EOF per partition, at the end, after every message."""
+    cluster = request.getfixturevalue("tansu") if broker == "tansu" else request.getfixturevalue(
+        "mock_cluster_factory")(1)
+    make_topic(cluster, unique_topic, 2)
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    for i in range(40):
+        producer.produce(unique_topic, value=b"%d" % (i % 10) * 1200, partition=i % 2)
+        producer.flush(10)  # one batch per message: every answer carries at least 1,200 bytes
+    with consumer(cluster.bootstrap, **{"enable.partition.eof": True, "fetch.max.bytes": 1000,
+                                        "message.max.bytes": 1000}) as c:
+        c.assign([TopicPartition(unique_topic, p, 0) for p in range(2)])
+        offsets: dict[int, list[int]] = {0: [], 1: []}
+        eofs: dict[int, list[int]] = {0: [], 1: []}
+        deadline = time.monotonic() + 20
+        while not (eofs[0] and eofs[1]) and time.monotonic() < deadline:
+            for msg in c.consume(100, 0.2):
+                if msg.error() is None:
+                    offsets[msg.partition()].append(msg.offset())
+                elif msg.error().code() == E["_PARTITION_EOF"]:
+                    eofs[msg.partition()].append(msg.offset())
+                else:
+                    raise AssertionError(msg.error())
+        for msg in c.consume(100, 0.5):  # a late EOF or message would show up here
+            assert msg.error() is not None and msg.error().code() == E["_PARTITION_EOF"], msg
+            eofs[msg.partition()].append(msg.offset())
+        assert offsets == {0: list(range(20)), 1: list(range(20))}
+        assert eofs == {0: [20], 1: [20]}
+
+
 def test_offset_end_sees_only_new_messages(mock_cluster, unique_topic):
     """Mock cluster only: Tansu's ListOffsets(latest) answers the last batch's base offset + 1, not the end
     (confluent-kafka sees the same), so OFFSET_END cannot be checked there."""

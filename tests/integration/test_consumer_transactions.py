@@ -15,7 +15,9 @@ both producer and read_committed consumer; also noted in kqactors/testing/tansu.
 - Tansu keeps the last stable offset: while a transaction is open, Fetch under read_committed reports
   LSO = the open transaction's first offset and returns nothing at or beyond it. The mock cluster reports
   LSO = high watermark and returns open transactions' data to read_committed fetches, so the open-transaction
-  test runs on Tansu only.
+  test runs on Tansu only. A read_committed consumer that catches up with a transaction still open on the
+  mock (data flushed, EndTxn not yet handled; a slow or loaded producer widens that window) therefore gets
+  partition EOF at the offset the marker is about to take, e.g. 3 and 6 for this SCRIPT; librdkafka too.
 - The mock cluster answers one record batch per partition per Fetch and stores control batches with a CRC
   of 0 (never computed).
 """

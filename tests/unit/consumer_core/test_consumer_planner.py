@@ -272,11 +272,30 @@ def test_partition_eof_once_per_end_offset() -> None:
     assert outcome.slices[0].eof_offset == -1 and outcome.slices[0].next_offset == 4
 
 
-def test_eof_from_an_empty_answer_even_if_the_high_watermark_is_misreported() -> None:
+def test_empty_answer_at_the_end_is_an_eof() -> None:
     planner, _ = make(enable_partition_eof=True)
     planner.start("t", 0, 4, version=1)
-    outcome = planner.handle_response(planner.build(), respond({("t", 0): {"high_watermark": 9}}))
+    outcome = planner.handle_response(planner.build(), respond({("t", 0): {"high_watermark": 4}}))
     assert [(s.eof_offset, len(s.records)) for s in outcome.slices] == [(4, 0)]
+
+
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_empty_answer_below_the_end_is_no_eof(read_committed) -> None:
+    """A broker leaves a partition's records empty once the response reached fetch.max.bytes (Kafka, Tansu
+    and the mock cluster all do): its position is below the high watermark (the last stable offset under
+    read_committed), so it has not reached the end; librdkafka compares only the position with that end."""
+    planner, _ = make(enable_partition_eof=True, read_committed=read_committed)
+    planner.start("t", 0, 0, version=1)
+    planner.start("t", 1, 0, version=1)
+    outcome = planner.handle_response(planner.build(), respond({
+        ("t", 0): {"high_watermark": 3, "last_stable_offset": 3, "records": batch(0, 3)},
+        ("t", 1): {"high_watermark": 9, "last_stable_offset": 9},
+    }))
+    assert [(s.partition, s.next_offset, s.eof_offset) for s in outcome.slices] == [(0, 3, 3)]
+    assert planner.target("t", 1).offset == 0
+    outcome = planner.handle_response(planner.build(), respond({
+        ("t", 1): {"high_watermark": 9, "last_stable_offset": 9, "records": batch(0, 9)}}))
+    assert [(s.partition, s.next_offset, s.eof_offset) for s in outcome.slices] == [(1, 9, 9)]
 
 
 def test_read_committed_uses_the_last_stable_offset_and_passes_aborted_transactions() -> None:

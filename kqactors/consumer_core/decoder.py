@@ -173,6 +173,8 @@ def decode_records_into(
                     decode_batch(buf, header, verify_crc=check_crcs)
                     if header.control_type() == CONTROL_ABORT:
                         aborted_pids.discard(header.producer_id)
+                elif check_crcs:
+                    decode_batch(buf, header, verify_crc=True)  # check.crcs covers markers too
                 if header.next_offset > fetch_offset:
                     skip = (header.last_offset, header.partition_leader_epoch)
                 continue

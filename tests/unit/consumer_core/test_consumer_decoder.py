@@ -136,6 +136,17 @@ def test_without_check_crcs_a_payload_flip_is_not_detected_by_crc() -> None:
     assert messages[0].error() is None and messages[0].value() == b"m1"
 
 
+def test_check_crcs_also_checks_control_batches() -> None:
+    bad = bytearray(marker(2, pid=9, commit=True))
+    bad[-1] ^= 0xFF  # inside the control record: the batch CRC no longer matches
+    records = data(0, 2, pid=9, txn=True) + bytes(bad) + data(3, 1)
+    _, checked = decode(records, check_crcs=True)
+    assert [(m.offset(), m.error() is not None) for m in checked] == [(0, False), (1, False), (2, True), (3, False)]
+    assert "CRC" in checked[2].error().str()
+    _, unchecked = decode(records, check_crcs=False)
+    assert [m.offset() for m in unchecked] == [0, 1, 3] and all(m.error() is None for m in unchecked)
+
+
 def test_an_impossible_entry_ends_the_slice_with_an_error() -> None:
     garbage = struct.pack(">qi", 5, 3) + b"\x02" * 20  # entry length 3 cannot hold a batch
     _, messages = decode(data(0, 2) + garbage)

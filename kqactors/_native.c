@@ -7,12 +7,14 @@
  *   Packer           twin of producer_core.packing.PyMessagePacker: appends messages to one growing
  *                    buffer in the layout of kqactors/records/packed.py (the toppar reads it), and with
  *                    append_pending() also records the message's pending entry in the same call.
+ *   Buffers          C base of producer_buffers.NativeProducerBuffers: its counters as C members and
+ *                    append() (once per produce(): limits, msgid, packing, pending entry) in one call.
  *   complete_ok()    twin of producer_buffers._complete_ok_py: the delivery-report loop of a successful
  *                    CreateTime batch — pops pending entries and builds Message objects.
  *   bind_message()   tells this module which class is kqactors.message.Message and where its slots live.
  *
- * Thread safety: nothing here takes a lock; the callers hold ProducerBuffers.lock, as for the Python twins.
- * The GIL is never released.
+ * Thread safety: Buffers.append takes ProducerBuffers.lock (a threading.Lock) like its Python twin; the
+ * rest runs with the caller holding it. The GIL is released only while waiting for that lock.
  *
  * Frame layout (little-endian, see records/packed.py):
  *   int64 timestamp_ms | int32 key_len (-1 = null) | int32 value_len (-1 = null) | uint16 header_count
@@ -34,6 +36,9 @@
 enum { P_KEY, P_VALUE, P_HEADERS, P_TS, P_CB, P_ENQ, P_SIZE, P_LEN };
 
 static PyObject *StructError;   /* struct.error: what the Python twin raises for out-of-range fields */
+static PyObject *monotonic;     /* time.monotonic: the enqueue clock (the toppar hosts read the same one) */
+/* Interned attribute and method names, made once at import. */
+static PyObject *str_acquire, *str_release, *str_next_msgid, *str_packer, *str_pending, *str_new_buffer;
 
 /* ---- little-endian stores (memcpy keeps them alignment-safe; gcc turns them into plain moves) ---- */
 
@@ -424,6 +429,190 @@ static PyTypeObject PackerType = {
 };
 
 /* ======================================================================================================
+ * Buffers: the C base of producer_buffers' native ProducerBuffers
+ * ==================================================================================================== */
+
+/* Holds the counters and containers ProducerBuffers' Python methods use (as plain attributes: the
+ * members below), so append() — once per produce() — reads them without attribute look-ups. The Python
+ * subclass (producer_buffers.NativeProducerBuffers) inherits every other method from ProducerBuffers. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *lock;         /* threading.Lock guarding append/take/complete */
+    PyObject *partitions;   /* dict (topic, partition) -> PartitionBuffer */
+    PyObject *ready;        /* deque of delivery reports */
+    Py_ssize_t max_messages, max_bytes, count, nbytes, unsent;
+} Buffers;
+
+static int buffers_traverse(Buffers *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lock);
+    Py_VISIT(self->partitions);
+    Py_VISIT(self->ready);
+    return 0;
+}
+
+static int buffers_clear(Buffers *self) {
+    Py_CLEAR(self->lock);
+    Py_CLEAR(self->partitions);
+    Py_CLEAR(self->ready);
+    return 0;
+}
+
+static void buffers_dealloc(Buffers *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    buffers_clear(self);
+    type->tp_free((PyObject *)self);
+}
+
+/* The locked part of append(); returns 1 appended, 0 no room, -1 error. Caller holds the lock. */
+static int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, PyObject *now) {
+    PyObject *topic = args[0], *partition = args[1], *key = args[2], *value = args[3], *headers = args[4];
+    PyObject *timestamp = args[5], *callback = args[6], *size_obj = args[7];
+    if (self->partitions == NULL || self->ready == NULL || !PyDict_Check(self->partitions)) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return -1;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(size_obj);
+    if (size == -1 && PyErr_Occurred()) return -1;
+    if (!reserved) {
+        Py_ssize_t nready = PyObject_Size(self->ready);
+        if (nready < 0) return -1;
+        if ((self->max_messages && self->count + nready >= self->max_messages) ||
+            (self->nbytes + size > self->max_bytes && self->count > 0))
+            return 0;
+    }
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
+    if (tp == NULL) return -1;
+    PyObject *buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
+    Py_DECREF(tp);
+    if (buf != NULL) {
+        Py_INCREF(buf);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        /* First message to this partition: the Python side creates and registers its PartitionBuffer. */
+        PyObject *call_args[3] = {(PyObject *)self, topic, partition};
+        buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
+        if (buf == NULL) return -1;
+    }
+    int rc = -1;
+    PyObject *msgid = NULL, *next = NULL, *packer = NULL, *pending = NULL, *res = NULL;
+    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
+    if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
+    if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
+    if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
+        PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
+        goto done;
+    }
+    long long id = PyLong_AsLongLong(msgid);
+    if (id == -1 && PyErr_Occurred()) goto done;
+    if ((next = PyLong_FromLongLong(id + 1)) == NULL) goto done;
+    res = packer_append_impl((Packer *)packer, msgid, timestamp, key, value, headers, now, pending, callback,
+                             size_obj);
+    if (res == NULL) goto done;
+    /* Only a packed message uses up its msgid (the Python twin moves on before packing; a failed pack
+     * there leaves a gap). */
+    if (PyObject_SetAttr(buf, str_next_msgid, next) < 0) {
+        /* Cannot happen with PartitionBuffer's slot; the message is packed and pending, so report it. */
+        goto done;
+    }
+    if (!reserved) {
+        self->count++;
+        self->nbytes += size;
+    }
+    self->unsent++;
+    rc = 1;
+done:
+    Py_XDECREF(res);
+    Py_XDECREF(next);
+    Py_XDECREF(pending);
+    Py_XDECREF(packer);
+    Py_XDECREF(msgid);
+    Py_DECREF(buf);
+    return rc;
+}
+
+/* append(topic, partition, key, value, headers, timestamp, callback, size, reserved=False) -> bool
+ * Twin of ProducerBuffers.append (read that for the semantics). */
+static PyObject *buffers_append(Buffers *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *reserved_obj = nargs == 9 ? args[8] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 9 || nargs < 8 || (nkw == 1 && PyUnicode_CompareWithASCIIString(
+                                                       PyTuple_GET_ITEM(kwnames, 0), "reserved") != 0)) {
+        PyErr_SetString(PyExc_TypeError, "append(topic, partition, key, value, headers, timestamp, callback, "
+                                         "size, reserved=False)");
+        return NULL;
+    }
+    if (nkw == 1) reserved_obj = args[nargs];
+    int reserved = 0;
+    if (reserved_obj != NULL && (reserved = PyObject_IsTrue(reserved_obj)) < 0) return NULL;
+    if (self->lock == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return NULL;
+    }
+    PyObject *now = PyObject_CallNoArgs(monotonic);
+    if (now == NULL) return NULL;
+    PyObject *lock = self->lock;
+    Py_INCREF(lock);  /* the attribute could be replaced while we hold it */
+    PyObject *res = PyObject_CallMethodNoArgs(lock, str_acquire);  /* may block, releasing the GIL */
+    if (res == NULL) {
+        Py_DECREF(lock);
+        Py_DECREF(now);
+        return NULL;
+    }
+    Py_DECREF(res);
+    int rc = buffers_append_locked(self, args, reserved, now);
+    /* Release the lock on every path; an exception from append stays the one raised. */
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    res = PyObject_CallMethodNoArgs(lock, str_release);
+    Py_DECREF(lock);
+    Py_DECREF(now);
+    if (res == NULL) {
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return NULL;
+    }
+    Py_DECREF(res);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
+}
+
+static PyMethodDef buffers_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))buffers_append, METH_FASTCALL | METH_KEYWORDS,
+     "append(topic, partition, key, value, headers, timestamp, callback, size, reserved=False) -> bool"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef buffers_members[] = {
+    {"lock", T_OBJECT_EX, offsetof(Buffers, lock), 0, "lock guarding append/take/complete"},
+    {"partitions", T_OBJECT_EX, offsetof(Buffers, partitions), 0, "(topic, partition) -> PartitionBuffer"},
+    {"ready", T_OBJECT_EX, offsetof(Buffers, ready), 0, "delivery reports waiting for poll()"},
+    {"max_messages", T_PYSSIZET, offsetof(Buffers, max_messages), 0, "queue.buffering.max.messages (0: none)"},
+    {"max_bytes", T_PYSSIZET, offsetof(Buffers, max_bytes), 0, "queue.buffering.max.kbytes in bytes"},
+    {"count", T_PYSSIZET, offsetof(Buffers, count), 0, "messages produced and not yet reported"},
+    {"nbytes", T_PYSSIZET, offsetof(Buffers, nbytes), 0, "their bytes"},
+    {"unsent", T_PYSSIZET, offsetof(Buffers, unsent), 0, "messages in packers, not yet handed over"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BuffersType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors._native.Buffers",
+    .tp_basicsize = sizeof(Buffers),
+    .tp_dealloc = (destructor)buffers_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "C base of producer_buffers.NativeProducerBuffers: counters as members, append() in C.",
+    .tp_traverse = (traverseproc)buffers_traverse,
+    .tp_clear = (inquiry)buffers_clear,
+    .tp_methods = buffers_methods,
+    .tp_members = buffers_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ======================================================================================================
  * Delivery reports
  * ==================================================================================================== */
 
@@ -612,18 +801,40 @@ static struct PyModuleDef native_module = {
     .m_methods = module_methods,
 };
 
+/* A module attribute, kept (a strong reference) for the extension's lifetime. */
+static PyObject *import_attr(const char *module, const char *name) {
+    PyObject *mod = PyImport_ImportModule(module);
+    if (mod == NULL) return NULL;
+    PyObject *attr = PyObject_GetAttrString(mod, name);
+    Py_DECREF(mod);
+    return attr;
+}
+
+static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {  /* steals only on success */
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&PackerType) < 0) return NULL;
-    PyObject *struct_mod = PyImport_ImportModule("struct");
-    if (struct_mod == NULL) return NULL;
-    StructError = PyObject_GetAttrString(struct_mod, "error");  /* kept for the module's lifetime */
-    Py_DECREF(struct_mod);
-    if (StructError == NULL) return NULL;
+    if (PyType_Ready(&PackerType) < 0 || PyType_Ready(&BuffersType) < 0) return NULL;
+    if (StructError == NULL && (StructError = import_attr("struct", "error")) == NULL) return NULL;
+    if (monotonic == NULL && (monotonic = import_attr("time", "monotonic")) == NULL) return NULL;
+    if (str_acquire == NULL) {
+        if ((str_acquire = PyUnicode_InternFromString("acquire")) == NULL ||
+            (str_release = PyUnicode_InternFromString("release")) == NULL ||
+            (str_next_msgid = PyUnicode_InternFromString("next_msgid")) == NULL ||
+            (str_packer = PyUnicode_InternFromString("packer")) == NULL ||
+            (str_pending = PyUnicode_InternFromString("pending")) == NULL ||
+            (str_new_buffer = PyUnicode_InternFromString("_new_buffer")) == NULL)
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&native_module);
     if (m == NULL) return NULL;
-    Py_INCREF(&PackerType);
-    if (PyModule_AddObject(m, "Packer", (PyObject *)&PackerType) < 0) {
-        Py_DECREF(&PackerType);
+    if (add_type(m, "Packer", &PackerType) < 0 || add_type(m, "Buffers", &BuffersType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

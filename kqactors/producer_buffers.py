@@ -19,7 +19,8 @@ from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, M
 from kqactors.native import NATIVE
 from kqactors.producer_core.packing import PyMessagePacker
 
-__all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID", "NATIVE"]
+__all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID", "NATIVE", "new_producer_buffers",
+           "native_buffers_class"]
 
 OFFSET_INVALID = -1001
 _monotonic = time.monotonic
@@ -79,14 +80,15 @@ def _complete_ok_py(pending: dict, topic: str, partition: int, first: int, count
 class ProducerBuffers:
     """All partition buffers of one producer, with global message/byte limits.
 
-    ``native``: the ``kqactors._native`` module to run the per-message work in C, or None for the
-    pure-Python twins; by default whatever kqactors.native chose (KQACTORS_NATIVE=0 turns it off).
+    The pure-Python implementation and the reference; ``new_producer_buffers`` returns the native
+    subclass when kqactors.native chose the C extension (see ``native_buffers_class``).
     """
 
-    def __init__(self, max_messages: int, max_kbytes: int, native: Any = NATIVE) -> None:
-        self.native = native
-        self._packer_class = PyMessagePacker if native is None else native.Packer
-        self._complete_ok = _complete_ok_py if native is None else native.complete_ok
+    native: Any = None                     # the kqactors._native module behind this class, if any
+    _packer_class: Callable[[], Any] = PyMessagePacker
+    _complete_ok = staticmethod(_complete_ok_py)
+
+    def __init__(self, max_messages: int, max_kbytes: int) -> None:
         self.lock = threading.Lock()
         self.partitions: dict[tuple[str, int], PartitionBuffer] = {}
         self.max_messages = max_messages  # 0 = no limit
@@ -95,6 +97,11 @@ class ProducerBuffers:
         self.nbytes = 0
         self.ready: deque[DeliveryReport] = deque()
         self.unsent = 0      # messages sitting in packers (not yet handed to toppars)
+
+    def _new_buffer(self, topic: str, partition: int) -> PartitionBuffer:
+        """Create and register the buffer of a partition (caller holds the lock)."""
+        buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition, self._packer_class)
+        return buf
 
     # ---- produce side (caller holds no lock) -------------------------------------------------------
     def has_room(self, size: int) -> bool:
@@ -116,7 +123,7 @@ class ProducerBuffers:
                     return False
             buf = self.partitions.get((topic, partition))
             if buf is None:
-                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition, self._packer_class)
+                buf = self._new_buffer(topic, partition)
             msgid = buf.next_msgid
             buf.next_msgid = msgid + 1
             buf.packer.append_pending(msgid, timestamp, key, value, headers, now, buf.pending, callback, size)
@@ -140,7 +147,7 @@ class ProducerBuffers:
                 self.nbytes += size
             buf = self.partitions.get((topic, partition))
             if buf is None:
-                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition, self._packer_class)
+                buf = self._new_buffer(topic, partition)
             msgid = buf.next_msgid
             buf.next_msgid = msgid + 1
             buf.pending[msgid] = (key, value, headers, timestamp, callback, _monotonic(), size)
@@ -269,9 +276,36 @@ class ProducerBuffers:
         with self.lock:
             buf = self.partitions.get((topic, partition))
             if buf is None:
-                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition, self._packer_class)
+                buf = self._new_buffer(topic, partition)
             return buf
 
     def partitions_with_pending(self) -> list[PartitionBuffer]:
         with self.lock:
             return [buf for buf in self.partitions.values() if buf.pending]
+
+
+_native_classes: dict[int, type[ProducerBuffers]] = {}
+
+
+def native_buffers_class(native: Any) -> type[ProducerBuffers]:
+    """ProducerBuffers on the C extension ``native``: its counters live in the C base ``native.Buffers``
+    and ``append`` (once per produce()) is the C twin of ProducerBuffers.append; every other method is
+    ProducerBuffers' own, and the packers and the DR loop are the C ones."""
+    cls = _native_classes.get(id(native))
+    if cls is None:
+        cls = type("NativeProducerBuffers", (ProducerBuffers, native.Buffers), {
+            "__doc__": native_buffers_class.__doc__,
+            "__module__": __name__,
+            "native": native,
+            "_packer_class": native.Packer,
+            "_complete_ok": staticmethod(native.complete_ok),
+            "append": native.Buffers.append,
+        })
+        _native_classes[id(native)] = cls
+    return cls
+
+
+def new_producer_buffers(max_messages: int, max_kbytes: int, native: Any = NATIVE) -> ProducerBuffers:
+    """ProducerBuffers on the C extension ``native`` (default: kqactors.native's choice), else pure Python."""
+    cls = ProducerBuffers if native is None else native_buffers_class(native)
+    return cls(max_messages, max_kbytes)

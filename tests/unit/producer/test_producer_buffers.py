@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kqactors.errors import ERROR_CODES
 from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
-from kqactors.producer_buffers import OFFSET_INVALID, ProducerBuffers, _complete_ok_py
+from kqactors.producer_buffers import OFFSET_INVALID, _complete_ok_py, new_producer_buffers
 from kqactors.producer_core.packing import unpack_messages
 
 _bytes_or_none = st.one_of(st.none(), st.binary(max_size=32))
@@ -26,7 +26,7 @@ def fields(msg: Message) -> tuple:
 
 
 def make(impl, max_messages=100_000, max_kbytes=1_000_000):
-    return ProducerBuffers(max_messages, max_kbytes, native=impl)
+    return new_producer_buffers(max_messages, max_kbytes, native=impl)
 
 
 def test_append_take_and_report_round_trip(impl):
@@ -194,3 +194,22 @@ def test_native_complete_ok_matches_python_and_does_not_leak(native):
     assert done == (499, 499 * 7) and pending == {}
     assert reports[0] == (len, None, ("topic", 3, 4000, key, value, headers, None, (1, 1001), None), 1.5)
     assert reports[2][0] is print
+
+
+def test_native_append_and_reports_do_not_leak(native):
+    """Through the C append, the C DR loop and back: every reference taken is given back."""
+    key, value, headers, callback = b"k" * 8, b"v" * 100, [("h", b"x")], print
+    objects = (key, value, headers, callback)
+    gc.collect()
+    before = [sys.getrefcount(obj) for obj in objects]
+    for _ in range(3):
+        buffers = make(native)
+        for _index in range(1000):
+            assert buffers.append("t", 0, key, value, headers, 5, callback, 120)
+        assert not buffers.append("t", 0, key, value, headers, 5, callback, 10**12)  # over the bytes limit
+        buffers.take_all()
+        buffers.complete("t", 0, [(1, 1000, 0, 0, -1)], None, False)
+        assert len(buffers.ready) == 1000 and buffers.count == 0
+        del buffers
+    gc.collect()
+    assert [sys.getrefcount(obj) for obj in objects] == before

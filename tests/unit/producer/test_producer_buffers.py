@@ -4,6 +4,7 @@ queue limits — on the pure-Python path and the C one (``impl``), and the two c
 from __future__ import annotations
 
 import gc
+import struct
 import sys
 import threading
 
@@ -213,3 +214,23 @@ def test_native_append_and_reports_do_not_leak(native):
         del buffers
     gc.collect()
     assert [sys.getrefcount(obj) for obj in objects] == before
+
+
+def test_native_append_error_releases_the_lock_and_changes_nothing(native):
+    buffers = make(native)
+    assert buffers.append("t", 0, None, b"v", None, 1, None, 1)
+    for bad in (dict(key="not bytes"), dict(headers=[(b"name", b"v")]), dict(timestamp=2**64)):
+        args = dict(key=None, headers=None, timestamp=1) | bad
+        try:
+            buffers.append("t", 0, args["key"], b"v", args["headers"], args["timestamp"], None, 1)
+        except (TypeError, OverflowError, ValueError, struct.error):
+            pass
+        else:
+            raise AssertionError(f"{bad} was accepted")
+        assert not buffers.lock.locked()
+    assert (buffers.count, buffers.nbytes, buffers.unsent) == (1, 1, 1)
+    assert buffers.append("t", 0, None, b"w", None, 2, None, 1, reserved=True)
+    assert (buffers.count, buffers.nbytes, buffers.unsent) == (1, 1, 2)  # reserved: counted before
+    (_buf, first, count, _enq, frame, _h, _c), = buffers.take_all()
+    assert (first, count) == (1, 2)  # no msgid was used up by the failed appends
+    assert unpack_messages(frame, count) == [(1, None, b"v", None), (2, None, b"w", None)]

@@ -26,7 +26,7 @@ from kqactors.actors.toppar import FATAL, FLUSH, PURGE, RESTARTED
 from kqactors.config import Config
 from kqactors.errors import ERROR_CODES, KafkaError, KafkaException
 from kqactors.partitioner import Partitioner
-from kqactors.producer_buffers import ProducerBuffers
+from kqactors.producer_buffers import new_producer_buffers
 from kqactors.producer_core.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 from kqactors.producer_core.settings import ProducerSettings
 from kqactors.producer_metadata import ClusterMetadata, request_metadata
@@ -110,8 +110,8 @@ class Producer:
         self._max_message_bytes = int(conf["message.max.bytes"])
         self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
         self._checked_cb: Callable[..., Any] | None = None  # the last callback known to be callable
-        self._buffers = ProducerBuffers(int(conf["queue.buffering.max.messages"]),
-                                        int(conf["queue.buffering.max.kbytes"]))
+        self._buffers = new_producer_buffers(int(conf["queue.buffering.max.messages"]),
+                                             int(conf["queue.buffering.max.kbytes"]))
         self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
         linger_s = self._settings.linger_ms / 1000.0
         self._tick_s = min(max(linger_s / 2, 0.0005), 0.005)

@@ -16,9 +16,11 @@ from typing import Any
 
 from kqactors.errors import KafkaError
 from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
-from kqactors.producer_core.packing import MessagePacker
+from kqactors.native import NATIVE
+from kqactors.producer_core.packing import PyMessagePacker
 
-__all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID"]
+__all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID", "NATIVE", "new_producer_buffers",
+           "native_buffers_class"]
 
 OFFSET_INVALID = -1001
 _monotonic = time.monotonic
@@ -36,11 +38,11 @@ class PartitionBuffer:
     __slots__ = ("topic", "partition", "name", "packer", "next_msgid", "pending", "spawned", "host",
                  "incarnation", "handed_upto", "restart_notice")
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, packer_class: Callable[[], Any] = PyMessagePacker) -> None:
         self.topic = topic
         self.partition = partition
         self.name = f"toppar/{topic}/{partition}"
-        self.packer = MessagePacker()
+        self.packer = packer_class()
         self.next_msgid = 1
         self.pending: dict[int, tuple] = {}
         self.spawned = False
@@ -50,8 +52,41 @@ class PartitionBuffer:
         self.restart_notice = False    # the toppar was restarted and must hear so before new messages
 
 
+def _complete_ok_py(pending: dict, topic: str, partition: int, first: int, count: int, base_offset: int,
+                    default_cb: Callable[..., Any] | None, now: float, ready_append: Callable[[Any], None],
+                    ts_type: int) -> tuple[int, int]:
+    """The common DR row (success, CreateTime, known offset) in one tight loop: pop each msgid's pending
+    entry (a missing one was reported already, e.g. purged locally: exactly one report each) and queue its
+    report when it has a callback. Returns (messages done, bytes freed). Caller holds the lock.
+    The C twin is ``kqactors._native.complete_ok``."""
+    pop = pending.pop
+    done = 0
+    freed = 0
+    offset = base_offset - first
+    for msgid in range(first, first + count):
+        entry = pop(msgid, None)
+        if entry is None:
+            continue
+        done += 1
+        freed += entry[_SIZE]
+        callback = entry[_CB] or default_cb
+        if callback is not None:
+            ready_append((callback, None, Message(
+                topic, partition, offset + msgid, entry[_KEY], entry[_VALUE], entry[_HEADERS],
+                None, (ts_type, entry[_TS]), now - entry[_ENQ])))
+    return done, freed
+
+
 class ProducerBuffers:
-    """All partition buffers of one producer, with global message/byte limits."""
+    """All partition buffers of one producer, with global message/byte limits.
+
+    The pure-Python implementation and the reference; ``new_producer_buffers`` returns the native
+    subclass when kqactors.native chose the C extension (see ``native_buffers_class``).
+    """
+
+    native: Any = None                     # the kqactors._native module behind this class, if any
+    _packer_class: Callable[[], Any] = PyMessagePacker
+    _complete_ok = staticmethod(_complete_ok_py)
 
     def __init__(self, max_messages: int, max_kbytes: int) -> None:
         self.lock = threading.Lock()
@@ -62,6 +97,11 @@ class ProducerBuffers:
         self.nbytes = 0
         self.ready: deque[DeliveryReport] = deque()
         self.unsent = 0      # messages sitting in packers (not yet handed to toppars)
+
+    def _new_buffer(self, topic: str, partition: int) -> PartitionBuffer:
+        """Create and register the buffer of a partition (caller holds the lock)."""
+        buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition, self._packer_class)
+        return buf
 
     # ---- produce side (caller holds no lock) -------------------------------------------------------
     def has_room(self, size: int) -> bool:
@@ -83,11 +123,10 @@ class ProducerBuffers:
                     return False
             buf = self.partitions.get((topic, partition))
             if buf is None:
-                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
+                buf = self._new_buffer(topic, partition)
             msgid = buf.next_msgid
             buf.next_msgid = msgid + 1
-            buf.packer.append(msgid, timestamp, key, value, headers, now)
-            buf.pending[msgid] = (key, value, headers, timestamp, callback, now, size)
+            buf.packer.append_pending(msgid, timestamp, key, value, headers, now, buf.pending, callback, size)
             if not reserved:
                 self.count = count + 1
                 self.nbytes += size
@@ -108,7 +147,7 @@ class ProducerBuffers:
                 self.nbytes += size
             buf = self.partitions.get((topic, partition))
             if buf is None:
-                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
+                buf = self._new_buffer(topic, partition)
             msgid = buf.next_msgid
             buf.next_msgid = msgid + 1
             buf.pending[msgid] = (key, value, headers, timestamp, callback, _monotonic(), size)
@@ -158,24 +197,18 @@ class ProducerBuffers:
         done = 0
         freed = 0
         append_ready = self.ready.append
+        complete_ok = self._complete_ok
         with self.lock:
-            pop = buf.pending.pop
+            pending = buf.pending
+            pop = pending.pop
             for first, count, err, base_offset, log_append_time in rows:
                 error = KafkaError(err) if err else None
                 if error is None and not only_errors and log_append_time < 0 and base_offset >= 0:
                     # The common case (success, CreateTime, known offset): one tight loop.
-                    offset = base_offset - first
-                    for msgid in range(first, first + count):
-                        entry = pop(msgid, None)
-                        if entry is None:
-                            continue  # already reported (e.g. purged locally): exactly one report each
-                        done += 1
-                        freed += entry[_SIZE]
-                        callback = entry[_CB] or default_cb
-                        if callback is not None:
-                            append_ready((callback, None, Message(
-                                topic, partition, offset + msgid, entry[_KEY], entry[_VALUE], entry[_HEADERS],
-                                None, (TIMESTAMP_CREATE_TIME, entry[_TS]), now - entry[_ENQ])))
+                    row_done, row_freed = complete_ok(pending, topic, partition, first, count, base_offset,
+                                                      default_cb, now, append_ready, TIMESTAMP_CREATE_TIME)
+                    done += row_done
+                    freed += row_freed
                     continue
                 for index in range(count):
                     entry = pop(first + index, None)
@@ -243,9 +276,36 @@ class ProducerBuffers:
         with self.lock:
             buf = self.partitions.get((topic, partition))
             if buf is None:
-                buf = self.partitions[(topic, partition)] = PartitionBuffer(topic, partition)
+                buf = self._new_buffer(topic, partition)
             return buf
 
     def partitions_with_pending(self) -> list[PartitionBuffer]:
         with self.lock:
             return [buf for buf in self.partitions.values() if buf.pending]
+
+
+_native_classes: dict[int, type[ProducerBuffers]] = {}
+
+
+def native_buffers_class(native: Any) -> type[ProducerBuffers]:
+    """ProducerBuffers on the C extension ``native``: its counters live in the C base ``native.Buffers``
+    and ``append`` (once per produce()) is the C twin of ProducerBuffers.append; every other method is
+    ProducerBuffers' own, and the packers and the DR loop are the C ones."""
+    cls = _native_classes.get(id(native))
+    if cls is None:
+        cls = type("NativeProducerBuffers", (ProducerBuffers, native.Buffers), {
+            "__doc__": native_buffers_class.__doc__,
+            "__module__": __name__,
+            "native": native,
+            "_packer_class": native.Packer,
+            "_complete_ok": staticmethod(native.complete_ok),
+            "append": native.Buffers.append,
+        })
+        _native_classes[id(native)] = cls
+    return cls
+
+
+def new_producer_buffers(max_messages: int, max_kbytes: int, native: Any = NATIVE) -> ProducerBuffers:
+    """ProducerBuffers on the C extension ``native`` (default: kqactors.native's choice), else pure Python."""
+    cls = ProducerBuffers if native is None else native_buffers_class(native)
+    return cls(max_messages, max_kbytes)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
+from kqactors.native import NATIVE
 from kqactors.records.packed import ENTRY as _ENTRY
 from kqactors.records.packed import HEADER as _HEADER
 from kqactors.records.packed import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 
 __all__ = [
     "MessagePacker",
+    "PyMessagePacker",
     "SEGMENT_BYTES",
     "pack_messages",
     "PackedMessage",
@@ -47,12 +49,16 @@ def record_size_estimate(key_len: int, value_len: int, headers_len: int) -> int:
     return RECORD_MAX_OVERHEAD + key_len + value_len + headers_len
 
 
-class MessagePacker:
+class PyMessagePacker:
     """Append-only buffer of packed messages for one toppar; ``take()`` hands the frame over.
 
     Parts are collected in a list and joined once in ``take()``: cheaper per message than growing a
     bytearray (no copy of the value until the join). Not thread-safe by itself: the facade appends and
     takes under its own lock.
+
+    The pure-Python reference; ``MessagePacker`` is the C twin ``kqactors._native.Packer`` when it is built
+    and enabled (see kqactors.native), which writes the same bytes (key, value and header values must be
+    bytes or None there; other bytes-like objects raise TypeError).
     """
 
     __slots__ = ("_parts", "count", "first_msgid", "nbytes", "first_enq", "headers", "cuts", "_cut_at")
@@ -115,6 +121,14 @@ class MessagePacker:
             self.cuts.append([self.count, self.nbytes, self.headers])
             self._cut_at = self.nbytes + SEGMENT_BYTES
 
+    def append_pending(self, msgid: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
+                       headers: Headers | None, enq_time: float, pending: dict, callback: object,
+                       size: int) -> None:
+        """append(), and record the message's pending entry (the layout ProducerBuffers reads):
+        ``pending[msgid] = (key, value, headers, timestamp_ms, callback, enq_time, size)``."""
+        self.append(msgid, timestamp_ms, key, value, headers, enq_time)
+        pending[msgid] = (key, value, headers, timestamp_ms, callback, enq_time, size)
+
     def __len__(self) -> int:
         return self.count
 
@@ -135,9 +149,12 @@ class MessagePacker:
         return result
 
 
+MessagePacker: type[PyMessagePacker] = PyMessagePacker if NATIVE is None else NATIVE.Packer
+
+
 def pack_messages(messages: Iterable[PackedMessage]) -> tuple[bytes, int, int]:
     """Pack (timestamp, key, value, headers) tuples into one frame; returns (frame, count, header count)."""
-    packer = MessagePacker()
+    packer = PyMessagePacker()  # not a hot path: the reference implementation
     for msgid, (timestamp, key, value, headers) in enumerate(messages):
         packer.append(msgid, timestamp, key, value, headers, 0.0)
     headers = packer.headers

@@ -1,0 +1,34 @@
+"""Fixtures of the producer unit tests: ``impl`` runs a test on both implementations of the app-side hot
+path, the pure-Python twins and the C extension ``kqactors._native`` (DESIGN.md §3 rule 6).
+
+The native case fails (it does not skip) when the extension is not built: CI always has a compiler, so a
+missing extension there is a build problem to see. Only ``KQACTORS_NATIVE=0`` skips it, on purpose.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kqactors.native import NATIVE_DISABLED, native_module
+
+
+def require_native():
+    """The extension module, or a skip (KQACTORS_NATIVE=0) / a failure (not built)."""
+    if NATIVE_DISABLED:
+        pytest.skip("KQACTORS_NATIVE=0: the native path is switched off")
+    module = native_module()
+    if module is None:
+        pytest.fail("kqactors._native is not built (pip install -e . or python setup.py build_ext --inplace); "
+                    "set KQACTORS_NATIVE=0 to test the pure-Python path alone")
+    return module
+
+
+@pytest.fixture(params=["python", "native"], scope="module")
+def impl(request):
+    """None for the pure-Python twins, else the ``kqactors._native`` module."""
+    return None if request.param == "python" else require_native()
+
+
+@pytest.fixture(scope="module")
+def native():
+    return require_native()

@@ -176,12 +176,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _run_dir_entries(run_dir: str) -> list[str] | None:
+    """The run dir's entries, or None once it is gone (a host may remove it while we look)."""
+    try:
+        return os.listdir(run_dir)
+    except FileNotFoundError:
+        return None
+
+
 def _leftovers(pids: list[int], run_dir: str, within: float) -> str:
     """What outlived the app after ``within`` seconds ('' when nothing did)."""
     deadline = time.monotonic() + within
     while True:
         alive = [p for p in pids if _alive(p)]
-        left = os.listdir(run_dir) if os.path.exists(run_dir) else None
+        left = _run_dir_entries(run_dir)
         if not alive and left is None:
             return ""
         if time.monotonic() >= deadline:

@@ -85,3 +85,12 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
     """A legal Kafka topic name unique to this test invocation."""
     test_name = re.sub(r"[^a-zA-Z0-9._-]+", "_", request.node.name)[:100]
     return f"t-{test_name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=["mock", "tansu"])
+def cluster(request: pytest.FixtureRequest):
+    """Either test broker, for tests that must hold on both (modules that need a particular cluster define
+    their own ``cluster``, which takes precedence)."""
+    if request.param == "mock":
+        return request.getfixturevalue("mock_cluster")
+    return request.getfixturevalue("tansu")

@@ -8,33 +8,17 @@ from __future__ import annotations
 import time
 
 import pytest
+from integration_helpers import make_topic
 
 from kqactors.consumer import Consumer
 from kqactors.errors import ERROR_CODES, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_CREATE_TIME, TopicPartition
 
 ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 pytestmark = pytest.mark.integration
 
 E = ERROR_CODES
 PARTITIONS = 3
-
-
-@pytest.fixture(params=["mock", "tansu"])
-def cluster(request):
-    if request.param == "mock":
-        return request.getfixturevalue("mock_cluster")
-    return request.getfixturevalue("tansu")
-
-
-def make_topic(cluster, topic: str, partitions: int = PARTITIONS) -> None:
-    if hasattr(cluster, "create_topic"):
-        cluster.create_topic(topic, partitions)
-        return
-    admin = ck_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for future in admin.create_topics([ck_admin.NewTopic(topic, partitions, 1)]).values():
-        future.result(15)
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS, start: int = 0,
@@ -65,7 +49,7 @@ def drain(c: Consumer, want: int, timeout: float = 30.0, errors: list | None = N
 
 @pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-hosts", "toppars-on-main"])
 def test_consumes_every_message_in_order_with_content_and_eof(cluster, unique_topic, hosts):
-    make_topic(cluster, unique_topic)
+    make_topic(cluster, unique_topic, PARTITIONS)
     produce(cluster.bootstrap, unique_topic, 600)
     with consumer(cluster.bootstrap, **{"enable.partition.eof": True, "kqactors.hosts": hosts}) as c:
         c.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])

@@ -10,6 +10,8 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from integration_helpers import assigned_keys, poll, poll_until, produce_round_robin  # noqa: E402
+
 from kqactors.consumer import Consumer  # noqa: E402
 from kqactors.errors import KafkaError, KafkaException  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
@@ -19,34 +21,11 @@ pytestmark = pytest.mark.timeout(90)
 LEAVE_GROUP_KEY = 13
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
-    for i in range(partitions * per_partition):
-        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
-    assert producer.flush(15) == 0
-
-
 def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest", "kqactors.hosts": 1}
     conf.update(extra)
     return Consumer(conf)
-
-
-def _poll(consumer: Consumer, seconds: float, sink: list | None = None) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        msg = consumer.poll(0.05)
-        if msg is not None and msg.error() is None and sink is not None:
-            sink.append((msg.topic(), msg.partition(), msg.offset()))
-
-
-def _poll_until(consumers: list[Consumer], done, timeout: float, sinks: list[list] | None = None) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not done():
-        for i, consumer in enumerate(consumers):
-            _poll(consumer, 0.05, sinks[i] if sinks else None)
-    assert done(), "condition not reached in time"
 
 
 def _commit_when_stable(consumer: Consumer, timeout: float = 15) -> None:
@@ -62,40 +41,36 @@ def _commit_when_stable(consumer: Consumer, timeout: float = 15) -> None:
                 return  # everything consumed is already committed
             if code != KafkaError.REBALANCE_IN_PROGRESS or time.monotonic() > end:
                 raise
-        _poll(consumer, 0.2)
-
-
-def _keys(consumer: Consumer) -> set[tuple[str, int]]:
-    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        poll(consumer, 0.2)
 
 
 def test_members_split_partitions_and_hand_over_committed_offsets(mock_cluster_factory, unique_topic):
     cluster = mock_cluster_factory(3)
     cluster.group_initial_rebalance_delay_ms(0)
     cluster.create_topic(unique_topic, 4)
-    _produce(cluster.bootstrap, unique_topic, 4, 25)
+    produce_round_robin(cluster.bootstrap, unique_topic, 4, 25)
     first = _consumer(cluster.bootstrap, "g-split")
     second = _consumer(cluster.bootstrap, "g-split")
     seen: list[list] = [[], []]
     try:
         first.subscribe([unique_topic])
-        _poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
+        poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
         assert first.memberid()
         metadata = first.consumer_group_metadata()
         assert metadata.group_id == "g-split" and metadata.generation_id >= 1
         second.subscribe([unique_topic])
-        _poll_until([first, second], lambda: len(_keys(first)) == 2 and len(_keys(second)) == 2, 30, seen)
-        assert _keys(first) | _keys(second) == {(unique_topic, p) for p in range(4)}
-        moved = _keys(second)
-        kept = [TopicPartition(t, p) for t, p in sorted(_keys(first))]
+        poll_until([first, second], lambda: len(assigned_keys(first)) == 2 and len(assigned_keys(second)) == 2, 30, seen)
+        assert assigned_keys(first) | assigned_keys(second) == {(unique_topic, p) for p in range(4)}
+        moved = assigned_keys(second)
+        kept = [TopicPartition(t, p) for t, p in sorted(assigned_keys(first))]
         # eager rebalances may have restarted the first member's partitions: let it catch up, then commit
-        _poll_until([first, second], lambda: [tp.offset for tp in first.position(kept)] == [25, 25], 20, seen)
+        poll_until([first, second], lambda: [tp.offset for tp in first.position(kept)] == [25, 25], 20, seen)
         _commit_when_stable(first)  # the mock rejects commits while the group rebalances
         before_close = len(seen[1])
         first.close()  # revokes and leaves the group
-        _poll_until([second], lambda: len(_keys(second)) == 4, 30, [seen[1]])
+        poll_until([second], lambda: len(assigned_keys(second)) == 4, 30, [seen[1]])
         tps = [TopicPartition(unique_topic, p) for p in range(4)]
-        _poll_until([second], lambda: [tp.offset for tp in second.position(tps)] == [25] * 4, 20, [seen[1]])
+        poll_until([second], lambda: [tp.offset for tp in second.position(tps)] == [25] * 4, 20, [seen[1]])
         everything = {(unique_topic, i % 4, i // 4) for i in range(100)}
         assert set(seen[0]) == everything
         # at least once: the mock cluster rejects eager revoke commits while the group rebalances
@@ -115,7 +90,7 @@ def test_rebalance_callbacks_store_offsets_and_sync_commit(mock_cluster_factory,
     cluster = mock_cluster_factory(1)
     cluster.group_initial_rebalance_delay_ms(0)
     cluster.create_topic(unique_topic, 2)
-    _produce(cluster.bootstrap, unique_topic, 2, 10)
+    produce_round_robin(cluster.bootstrap, unique_topic, 2, 10)
     commits: list = []
     consumer = _consumer(cluster.bootstrap, "g-store", **{"enable.auto.offset.store": False,
                                                           "enable.auto.commit": False,
@@ -133,7 +108,7 @@ def test_rebalance_callbacks_store_offsets_and_sync_commit(mock_cluster_factory,
     seen: list = []
     try:
         consumer.subscribe([unique_topic], on_assign=on_assign, on_revoke=on_revoke)
-        _poll_until([consumer], lambda: len(seen) >= 20, 20, [seen])
+        poll_until([consumer], lambda: len(seen) >= 20, 20, [seen])
         assert events == [("assign", [0, 1])]
         with pytest.raises(KafkaException) as info:
             consumer.commit(asynchronous=False)  # nothing stored yet
@@ -145,12 +120,12 @@ def test_rebalance_callbacks_store_offsets_and_sync_commit(mock_cluster_factory,
         result = consumer.commit(asynchronous=False)
         assert [(tp.partition, tp.offset, tp.error) for tp in result] == [(0, 7, None)]
         consumer.commit(offsets=[TopicPartition(unique_topic, 1, 3)], asynchronous=True)
-        _poll_until([consumer], lambda: len(commits) >= 2, 10)
+        poll_until([consumer], lambda: len(commits) >= 2, 10)
         assert commits[-1] is None
         committed = consumer.committed([TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)])
         assert [tp.offset for tp in committed] == [7, 3]
         consumer.unsubscribe()
-        _poll_until([consumer], lambda: len(events) == 2, 10)
+        poll_until([consumer], lambda: len(events) == 2, 10)
         assert events[1] == ("revoke", [0, 1])
         assert consumer.assignment() == []
     finally:
@@ -169,12 +144,12 @@ def test_regex_subscription_and_cooperative_sticky_incremental_rebalance(mock_cl
     revoked: list = []
     try:
         first.subscribe([f"^{unique_topic}-.*"], on_revoke=lambda c, parts: revoked.append(sorted(parts)))
-        _poll_until([first], lambda: len(_keys(first)) == 4, 20)
+        poll_until([first], lambda: len(assigned_keys(first)) == 4, 20)
         second.subscribe([f"^{unique_topic}-.*"])
-        _poll_until([first, second], lambda: len(_keys(first)) == 2 and len(_keys(second)) == 2, 30)
+        poll_until([first, second], lambda: len(assigned_keys(first)) == 2 and len(assigned_keys(second)) == 2, 30)
         # incremental: the first member gave up exactly the two partitions that moved, nothing else
         assert len(revoked) == 1 and len(revoked[0]) == 2
-        assert {(tp.topic, tp.partition) for tp in revoked[0]} == _keys(second)
+        assert {(tp.topic, tp.partition) for tp in revoked[0]} == assigned_keys(second)
     finally:
         first.close()
         second.close()
@@ -190,9 +165,9 @@ def test_max_poll_interval_exceeded_is_surfaced_and_rejoins(mock_cluster_factory
                                                             "error_cb": errors.append})
     try:
         consumer.subscribe([unique_topic], on_lost=lambda c, parts: lost.append(parts))
-        _poll_until([consumer], lambda: len(_keys(consumer)) == 1, 20)
+        poll_until([consumer], lambda: len(assigned_keys(consumer)) == 1, 20)
         time.sleep(2.5)  # the app does not poll
-        _poll_until([consumer], lambda: bool(lost) and len(_keys(consumer)) == 1, 20)
+        poll_until([consumer], lambda: bool(lost) and len(assigned_keys(consumer)) == 1, 20)
         assert any(e.code() == KafkaError._MAX_POLL_EXCEEDED for e in errors + consumer._group.errors)
     finally:
         consumer.close()
@@ -207,7 +182,7 @@ def test_static_member_does_not_leave_group_on_close(mock_cluster_factory, uniqu
     try:
         static.subscribe([unique_topic])
         dynamic.subscribe([unique_topic])
-        _poll_until([static, dynamic], lambda: len(_keys(static)) == 2 and len(_keys(dynamic)) == 2, 20)
+        poll_until([static, dynamic], lambda: len(assigned_keys(static)) == 2 and len(assigned_keys(dynamic)) == 2, 20)
         cluster.start_request_tracking()
         static.close()
         leaves_after_static = [r for r in cluster.get_requests() if r.api_key == LEAVE_GROUP_KEY]
@@ -256,14 +231,14 @@ def test_group_requests_do_not_wait_behind_the_fetch_long_poll(mock_cluster_fact
     cluster = mock_cluster_factory(1)
     cluster.group_initial_rebalance_delay_ms(0)
     cluster.create_topic(unique_topic, 1)
-    _produce(cluster.bootstrap, unique_topic, 1, 3)
+    produce_round_robin(cluster.bootstrap, unique_topic, 1, 3)
     consumer = _consumer(cluster.bootstrap, "g-own-connection", **{"fetch.wait.max.ms": 3000,
                                                                    "enable.auto.commit": False})
     try:
         consumer.subscribe([unique_topic])
         seen: list = []
-        _poll_until([consumer], lambda: len(seen) == 3, 30, [seen])
-        _poll(consumer, 0.5)  # the partition is drained: its Fetch is now held by the broker
+        poll_until([consumer], lambda: len(seen) == 3, 30, [seen])
+        poll(consumer, 0.5)  # the partition is drained: its Fetch is now held by the broker
         started = time.monotonic()
         for offset in (1, 2, 3, 2, 3):
             consumer.commit(offsets=[TopicPartition(unique_topic, 0, offset)], asynchronous=False)

@@ -11,6 +11,8 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+from integration_helpers import assigned_keys, poll, poll_until, produce_round_robin  # noqa: E402
+
 from kqactors.consumer import Consumer  # noqa: E402
 from kqactors.errors import KafkaError, KafkaException  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
@@ -30,34 +32,11 @@ def cluster(mock_cluster_factory):
     return cluster
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
-    for i in range(partitions * per_partition):
-        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
-    assert producer.flush(15) == 0
-
-
 def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
             "auto.offset.reset": "earliest", "kqactors.hosts": 1}
     conf.update(extra)
     return Consumer(conf)
-
-
-def _poll(consumer, seconds: float, sink: list | None = None) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        msg = consumer.poll(0.05)
-        if msg is not None and msg.error() is None and sink is not None:
-            sink.append((msg.topic(), msg.partition(), msg.offset()))
-
-
-def _poll_until(consumers: list, done, timeout: float, sinks: list[list] | None = None) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not done():
-        for i, consumer in enumerate(consumers):
-            _poll(consumer, 0.05, sinks[i] if sinks else None)
-    assert done(), "condition not reached in time"
 
 
 def _commit(consumer: Consumer, timeout: float = 10) -> list[TopicPartition]:
@@ -71,23 +50,19 @@ def _commit(consumer: Consumer, timeout: float = 10) -> list[TopicPartition]:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > end:
                 raise
-        _poll(consumer, 0.2)
-
-
-def _keys(consumer) -> set[tuple[str, int]]:
-    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        poll(consumer, 0.2)
 
 
 def test_one_member_gets_every_partition_through_consumer_group_heartbeat(cluster, unique_topic):
     cluster.create_topic(unique_topic, 4)
-    _produce(cluster.bootstrap, unique_topic, 4, 10)
+    produce_round_robin(cluster.bootstrap, unique_topic, 4, 10)
     assigned: list = []
     consumer = _consumer(cluster.bootstrap, "g-848-one")
     seen: list = []
     cluster.start_request_tracking()
     try:
         consumer.subscribe([unique_topic], on_assign=lambda c, ps: assigned.append(sorted(tp.partition for tp in ps)))
-        _poll_until([consumer], lambda: len(seen) >= 40, 20, [seen])
+        poll_until([consumer], lambda: len(seen) >= 40, 20, [seen])
         assert assigned == [[0, 1, 2, 3]]
         assert sorted(seen) == sorted((unique_topic, i % 4, i // 4) for i in range(40))
         member = consumer.memberid()
@@ -103,19 +78,19 @@ def test_one_member_gets_every_partition_through_consumer_group_heartbeat(cluste
 
 def test_two_members_split_the_partitions_and_the_survivor_takes_over_from_the_commits(cluster, unique_topic):
     cluster.create_topic(unique_topic, 4)
-    _produce(cluster.bootstrap, unique_topic, 4, 25)
+    produce_round_robin(cluster.bootstrap, unique_topic, 4, 25)
     first = _consumer(cluster.bootstrap, "g-848-split", **{"enable.auto.commit": False})
     second = _consumer(cluster.bootstrap, "g-848-split", **{"enable.auto.commit": False})
     revoked: list = []
     seen: list[list] = [[], []]
     try:
         first.subscribe([unique_topic], on_revoke=lambda c, ps: revoked.extend(ps))
-        _poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
+        poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
         second.subscribe([unique_topic])
-        _poll_until([first, second], lambda: len(_keys(first)) == 2 and len(_keys(second)) == 2, 20, seen)
-        assert _keys(first) | _keys(second) == {(unique_topic, p) for p in range(4)}
-        assert {(tp.topic, tp.partition) for tp in revoked} == _keys(second)  # incremental: only those moved
-        kept = sorted(_keys(first))
+        poll_until([first, second], lambda: len(assigned_keys(first)) == 2 and len(assigned_keys(second)) == 2, 20, seen)
+        assert assigned_keys(first) | assigned_keys(second) == {(unique_topic, p) for p in range(4)}
+        assert {(tp.topic, tp.partition) for tp in revoked} == assigned_keys(second)  # incremental: only those moved
+        kept = sorted(assigned_keys(first))
         committed = _commit(first)
         assert {(tp.topic, tp.partition, tp.offset) for tp in committed} == {(t, p, 25) for t, p in kept}
         # the other member sees the commit
@@ -123,8 +98,8 @@ def test_two_members_split_the_partitions_and_the_survivor_takes_over_from_the_c
         assert [tp.offset for tp in visible] == [25, 25]
         before = len(seen[1])
         first.close()  # leaves the group (epoch -1): the survivor gets everything
-        _poll_until([second], lambda: len(_keys(second)) == 4, 20, [seen[1]])
-        _poll(second, 1.0, seen[1])
+        poll_until([second], lambda: len(assigned_keys(second)) == 4, 20, [seen[1]])
+        poll(second, 1.0, seen[1])
         assert not [m for m in seen[1][before:] if (m[0], m[1]) in kept]  # resumed at the commit: nothing re-read
         tps = [TopicPartition(unique_topic, p) for p in range(4)]
         assert all(tp.offset == 25 for tp in second.position(tps) if (tp.topic, tp.partition) not in kept)
@@ -135,17 +110,17 @@ def test_two_members_split_the_partitions_and_the_survivor_takes_over_from_the_c
 
 def test_partitions_moved_to_a_new_member_are_committed_first_so_nothing_is_read_twice(cluster, unique_topic):
     cluster.create_topic(unique_topic, 4)
-    _produce(cluster.bootstrap, unique_topic, 4, 25)
+    produce_round_robin(cluster.bootstrap, unique_topic, 4, 25)
     first = _consumer(cluster.bootstrap, "g-848-handover")  # enable.auto.commit: the revoke commits
     second = _consumer(cluster.bootstrap, "g-848-handover")
     seen: list[list] = [[], []]
     try:
         first.subscribe([unique_topic])
-        _poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
+        poll_until([first], lambda: len(seen[0]) >= 100, 20, [seen[0]])
         second.subscribe([unique_topic])
-        _poll_until([first, second], lambda: len(_keys(second)) == 2, 20, seen)
-        moved = [TopicPartition(t, p) for t, p in sorted(_keys(second))]
-        _poll_until([first, second], lambda: [tp.offset for tp in second.position(moved)] == [25, 25], 20, seen)
+        poll_until([first, second], lambda: len(assigned_keys(second)) == 2, 20, seen)
+        moved = [TopicPartition(t, p) for t, p in sorted(assigned_keys(second))]
+        poll_until([first, second], lambda: [tp.offset for tp in second.position(moved)] == [25, 25], 20, seen)
         assert seen[1] == []  # the new owner started at the offsets committed on revoke
     finally:
         first.close()
@@ -154,20 +129,20 @@ def test_partitions_moved_to_a_new_member_are_committed_first_so_nothing_is_read
 
 def test_mixed_group_with_a_confluent_kafka_consumer(cluster, unique_topic):
     cluster.create_topic(unique_topic, 4)
-    _produce(cluster.bootstrap, unique_topic, 4, 5)
+    produce_round_robin(cluster.bootstrap, unique_topic, 4, 5)
     ours = _consumer(cluster.bootstrap, "g-848-mixed")
     theirs = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-848-mixed",
                                        "group.protocol": "consumer", "auto.offset.reset": "earliest"})
     seen: list[list] = [[], []]
     try:
         ours.subscribe([unique_topic])
-        _poll_until([ours], lambda: len(_keys(ours)) == 4, 20, [seen[0]])
+        poll_until([ours], lambda: len(assigned_keys(ours)) == 4, 20, [seen[0]])
         theirs.subscribe([unique_topic])
-        _poll_until([ours, theirs], lambda: len(_keys(ours)) == 2 and len(_keys(theirs)) == 2, 30, seen)
-        assert _keys(ours).isdisjoint(_keys(theirs))
-        assert _keys(ours) | _keys(theirs) == {(unique_topic, p) for p in range(4)}
+        poll_until([ours, theirs], lambda: len(assigned_keys(ours)) == 2 and len(assigned_keys(theirs)) == 2, 30, seen)
+        assert assigned_keys(ours).isdisjoint(assigned_keys(theirs))
+        assert assigned_keys(ours) | assigned_keys(theirs) == {(unique_topic, p) for p in range(4)}
         theirs.close()
-        _poll_until([ours], lambda: len(_keys(ours)) == 4, 20, [seen[0]])
+        poll_until([ours], lambda: len(assigned_keys(ours)) == 4, 20, [seen[0]])
     finally:
         ours.close()
         theirs.close()
@@ -175,7 +150,7 @@ def test_mixed_group_with_a_confluent_kafka_consumer(cluster, unique_topic):
 
 def test_a_fenced_member_loses_its_partitions_and_rejoins(cluster, unique_topic):
     cluster.create_topic(unique_topic, 2)
-    _produce(cluster.bootstrap, unique_topic, 2, 5)
+    produce_round_robin(cluster.bootstrap, unique_topic, 2, 5)
     lost: list = []
     assigned: list = []
     consumer = _consumer(cluster.bootstrap, "g-848-fenced")
@@ -183,13 +158,13 @@ def test_a_fenced_member_loses_its_partitions_and_rejoins(cluster, unique_topic)
     try:
         consumer.subscribe([unique_topic], on_assign=lambda c, ps: assigned.append(len(ps)),
                            on_lost=lambda c, ps: lost.append(len(ps)))
-        _poll_until([consumer], lambda: len(_keys(consumer)) == 2 and len(seen) >= 10, 20, [seen])
+        poll_until([consumer], lambda: len(assigned_keys(consumer)) == 2 and len(seen) >= 10, 20, [seen])
         epoch = consumer.consumer_group_metadata().generation_id
         cluster.push_request_errors(CONSUMER_GROUP_HEARTBEAT_KEY, ["FENCED_MEMBER_EPOCH"])
-        _poll_until([consumer], lambda: lost == [2] and len(assigned) == 2 and len(_keys(consumer)) == 2, 20)
+        poll_until([consumer], lambda: lost == [2] and len(assigned) == 2 and len(assigned_keys(consumer)) == 2, 20)
         assert consumer.consumer_group_metadata().generation_id > epoch
-        _produce(cluster.bootstrap, unique_topic, 2, 1)
-        _poll_until([consumer], lambda: len(seen) >= 12, 10, [seen])
+        produce_round_robin(cluster.bootstrap, unique_topic, 2, 1)
+        poll_until([consumer], lambda: len(seen) >= 12, 10, [seen])
     finally:
         consumer.close()
 
@@ -201,7 +176,7 @@ def test_a_broker_without_consumer_group_heartbeat_is_a_fatal_error_not_a_hang(c
     consumer = _consumer(cluster.bootstrap, "g-848-unsupported", error_cb=errors.append)
     try:
         consumer.subscribe([unique_topic])
-        _poll_until([consumer], lambda: bool(errors), 15)
+        poll_until([consumer], lambda: bool(errors), 15)
         error = errors[0]
         assert error.code() == KafkaError._UNSUPPORTED_FEATURE and error.fatal()
         assert "ConsumerGroupHeartbeat" in error.str()

@@ -30,13 +30,13 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import pytest
+from integration_helpers import make_topic
 
 from kqactors.consumer import Consumer
 from kqactors.errors import ERROR_CODES
 from kqactors.message import OFFSET_BEGINNING, TopicPartition
 
 ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 E = ERROR_CODES
@@ -53,22 +53,6 @@ class Produced(NamedTuple):
     offset: int
     value: bytes
     kind: str
-
-
-@pytest.fixture(params=["mock", "tansu"])
-def cluster(request):
-    if request.param == "mock":
-        return request.getfixturevalue("mock_cluster")
-    return request.getfixturevalue("tansu")
-
-
-def make_topic(cluster, topic: str, partitions: int = PARTITIONS) -> None:
-    if hasattr(cluster, "create_topic"):
-        cluster.create_topic(topic, partitions)
-        return
-    admin = ck_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for future in admin.create_topics([ck_admin.NewTopic(topic, partitions, 1)]).values():
-        future.result(15)
 
 
 class TxnWriter:
@@ -201,7 +185,7 @@ def positions(consumer, topic: str, partitions: Iterable[int]) -> dict[int, int]
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_isolation_levels_match_confluent_and_skip_control_records(cluster, unique_topic, isolation):
-    make_topic(cluster, unique_topic)
+    make_topic(cluster, unique_topic, PARTITIONS)
     writer = TxnWriter(cluster.bootstrap, unique_topic)
     writer.run(SCRIPT, range(PARTITIONS))
     high = high_watermarks(cluster.bootstrap, unique_topic, range(PARTITIONS))

@@ -8,7 +8,7 @@ thousands per poll stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kqactors.errors import KafkaError
@@ -37,6 +37,22 @@ OFFSET_INVALID = -1001
 _NO_TIMESTAMP = (TIMESTAMP_NOT_AVAILABLE, 0)
 
 Headers = list[tuple[str, bytes | None]]
+
+
+def _already_tracked(message: object) -> None:
+    """Messages built in Python are always under the cycle collector: nothing to do."""
+
+
+# kqactors.native installs the C extension's track() here. The extension builds delivery-report Messages
+# untracked by the cycle collector (they hold only atoms); a setter that stores an arbitrary object tracks
+# the message again first, so a cycle through it stays collectable.
+_track: Callable[[object], None] = _already_tracked
+
+
+def use_tracker(track: Callable[[object], None]) -> None:
+    """Called by kqactors.native: how to put an untracked Message back under the cycle collector."""
+    global _track
+    _track = track
 
 
 def _normalise_headers(headers: Any) -> Headers | None:
@@ -131,14 +147,17 @@ class Message:
         return self._leader_epoch
 
     def set_topic(self, topic: str) -> None:
+        _track(self)
         self._topic = topic
 
     def set_key(self, key: Any) -> None:
         """Replace the key (deserialisers use this to hand back Python objects)."""
+        _track(self)
         self._key = key
 
     def set_value(self, value: Any) -> None:
         """Replace the value (deserialisers use this to hand back Python objects)."""
+        _track(self)
         self._value = value
 
     def set_headers(self, headers: Any) -> None:
@@ -146,6 +165,7 @@ class Message:
         self._headers = _normalise_headers(headers)
 
     def set_error(self, error: KafkaError | None) -> None:
+        _track(self)
         self._error = error
 
     def __len__(self) -> int:

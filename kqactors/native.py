@@ -22,9 +22,10 @@ def native_module() -> ModuleType | None:
         from kqactors import _native
     except ImportError:
         return None
-    from kqactors.message import Message
+    from kqactors import message
 
-    _native.bind_message(Message)
+    _native.bind_message(message.Message)
+    message.use_tracker(_native.track)
     return _native
 
 

@@ -7,6 +7,7 @@ import gc
 import struct
 import sys
 import threading
+import weakref
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -235,3 +236,37 @@ def test_native_append_error_releases_the_lock_and_changes_nothing(native):
     (_buf, first, count, _enq, frame, _h, _c), = buffers.take_all()
     assert (first, count) == (1, 2)  # no msgid was used up by the failed appends
     assert unpack_messages(frame, count) == [(1, None, b"v", None), (2, None, b"w", None)]
+
+
+class _Box:
+    """A weak-referenceable object to close a cycle with."""
+
+    ref: object = None
+
+
+def test_native_in_flight_objects_stay_out_of_the_cycle_collector(native):
+    """Pending entries and delivery reports are untracked (full collections no longer scan every message
+    in flight); a setter that stores an arbitrary object tracks its Message again, so a cycle through a
+    report is still collected."""
+    buffers = make(native)
+    assert buffers.append("t", 0, b"k", b"v", [("h", b"x")], 5, print, 4)
+    assert buffers.append("t", 0, None, b"w", None, 6, print, 1)
+    entries = [entry for buf in buffers.partitions.values() for entry in buf.pending.values()]
+    assert len(entries) == 2 and not any(gc.is_tracked(entry) for entry in entries)
+    buffers.take_all()
+    buffers.complete("t", 0, [(1, 2, 0, 10, -1)], None, False)
+    reports = list(buffers.ready)
+    assert len(reports) == 2
+    assert not any(gc.is_tracked(report) or gc.is_tracked(report[2]) for report in reports)
+    buffers.ready.clear()
+
+    for setter in ("set_key", "set_value", "set_error", "set_topic"):
+        msg = reports.pop()[2] if reports else Message("t", 0, 1)
+        box = _Box()
+        box.ref = msg
+        getattr(msg, setter)(box)  # msg -> box -> msg
+        assert gc.is_tracked(msg)
+        box_alive = weakref.ref(box)
+        del box, msg
+        gc.collect()
+        assert box_alive() is None, setter

@@ -1,7 +1,10 @@
 """The switch for kqactors' optional C speed-ups (``kqactors._native``, built from kqactors/_native.c).
 
-Runs in: any process that imports the producer. ``NATIVE`` is the extension module when it was built and
-imports, unless the environment sets ``KQACTORS_NATIVE=0``; otherwise None and the pure-Python twins run.
+Runs in: any process that imports the producer or the consumer. ``NATIVE`` is the extension module when it
+was built and imports, unless the environment sets ``KQACTORS_NATIVE=0``; otherwise None and the pure-Python
+twins run. It covers the app-side per-message work: the producer's buffer append, packing and delivery
+reports (producer_buffers, producer_core.packing) and the consumer's Message building in MessageBatch.take()
+(consumer_core.packing); kqactors/_native.c's header lists what each C function is the twin of.
 Either way the behaviour is the same (DESIGN.md §3 rule 6): the unit tests run both and compare them.
 ``NATIVE_AVAILABLE`` says whether the extension imports at all (tests use it regardless of the switch).
 """

@@ -1,5 +1,6 @@
-"""Fixtures of the producer unit tests: ``impl`` runs a test on both implementations of the app-side hot
-path, the pure-Python twins and the C extension ``kqactors._native`` (DESIGN.md §3 rule 6).
+"""Fixtures of the unit tests: ``impl`` runs a test on both implementations of the app-side hot path (the
+producer's buffers and packing, the consumer's MessageBatch.take), the pure-Python twins and the C extension
+``kqactors._native`` (DESIGN.md §3 rule 6); ``native`` is the extension alone.
 
 The native case fails (it does not skip) when the extension is not built: CI always has a compiler, so a
 missing extension there is a build problem to see. Only ``KQACTORS_NATIVE=0`` skips it, on purpose.

@@ -1,12 +1,18 @@
-"""The switch for kqactors' optional C speed-ups (``kqactors._native``, built from kqactors/_native.c).
+"""The switch for kqactors' optional C speed-ups, two extension modules built by setup.py.
 
-Runs in: any process that imports the producer or the consumer. ``NATIVE`` is the extension module when it
-was built and imports, unless the environment sets ``KQACTORS_NATIVE=0``; otherwise None and the pure-Python
-twins run. It covers the app-side per-message work: the producer's buffer append, packing and delivery
-reports (producer_buffers, producer_core.packing) and the consumer's Message building in MessageBatch.take()
-(consumer_core.packing); kqactors/_native.c's header lists what each C function is the twin of.
-Either way the behaviour is the same (DESIGN.md §3 rule 6): the unit tests run both and compare them.
-``NATIVE_AVAILABLE`` says whether the extension imports at all (tests use it regardless of the switch).
+``kqactors._native`` (kqactors/_native.c), in the app process: the producer's per-message work (packing,
+buffer append, delivery reports; producer_buffers, producer_core.packing) and the consumer's Message building
+in MessageBatch.take() (consumer_core.packing). ``kqactors._native_records`` (kqactors/_native_records.c), in
+toppar hosts: the record codec's per-record loops, ``pack_v2_records`` (indexing fetched records for the
+consumer) and ``append_packed`` (encoding produced records), called by consumer_core/packing.py and
+records/batch_v2.py. Each C file's header lists what each function is the twin of.
+
+Runs in: any process that imports the producer, the consumer or the record codec. ``NATIVE`` and
+``NATIVE_RECORDS`` are the extension modules when they were built and import, unless the environment sets
+``KQACTORS_NATIVE=0`` (which switches off both); otherwise None and the pure-Python twins run. Either way
+the behaviour is the same (DESIGN.md §3 rule 6): the unit tests run both and compare them.
+``NATIVE_AVAILABLE`` / ``NATIVE_RECORDS_AVAILABLE`` say whether an extension imports at all (tests use them
+regardless of the switch).
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-__all__ = ["NATIVE", "NATIVE_AVAILABLE", "NATIVE_DISABLED", "native_module"]
+__all__ = ["NATIVE", "NATIVE_AVAILABLE", "NATIVE_DISABLED", "NATIVE_RECORDS", "NATIVE_RECORDS_AVAILABLE",
+           "native_module", "records_module"]
 
 NATIVE_DISABLED = os.environ.get("KQACTORS_NATIVE", "").strip() == "0"
 
@@ -32,6 +39,19 @@ def native_module() -> ModuleType | None:
     return _native
 
 
+def records_module() -> ModuleType | None:
+    """The record codec's extension module, or None when it is not built."""
+    try:
+        from kqactors import _native_records
+    except ImportError:
+        return None
+    return _native_records
+
+
 _module = native_module()
 NATIVE_AVAILABLE = _module is not None
 NATIVE: ModuleType | None = None if NATIVE_DISABLED else _module
+
+_records_module = records_module()
+NATIVE_RECORDS_AVAILABLE = _records_module is not None
+NATIVE_RECORDS: ModuleType | None = None if NATIVE_DISABLED else _records_module

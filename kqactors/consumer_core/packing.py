@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.message import Message
 from kqactors.native import NATIVE
+from kqactors.native import NATIVE_RECORDS as _native_records
 from kqactors.records.reader_v2 import decode_record_headers, pack_v2_records
 from kqactors.records.varint import encode_varint
 
@@ -154,15 +155,23 @@ class MessageBatchWriter:
         with offset >= ``min_offset``: the section is copied once and entries point into it.
 
         Raises CorruptRecordError (and leaves the writer unchanged) if the records are malformed.
-        Returns how many records were appended.
+        Returns how many records were appended. The index is written by the C twin of ``pack_v2_records``
+        when it is built and not switched off (kqactors/native.py); both write the same entries.
         """
         index_mark, data_mark = len(self._index), len(self._data)
         self._data += memoryview(records)[pos:end]
+        native = _native_records
         try:
-            added, last = pack_v2_records(
-                self._index, _ENTRY.pack, records, pos, end, count, data_mark - pos, base_offset, base_timestamp,
-                fixed_timestamp, timestamp_type, leader_epoch, min_offset,
-            )  # fmt: skip
+            if native is None:
+                added, last = pack_v2_records(
+                    self._index, _ENTRY.pack, records, pos, end, count, data_mark - pos, base_offset,
+                    base_timestamp, fixed_timestamp, timestamp_type, leader_epoch, min_offset,
+                )  # fmt: skip
+            else:
+                added, last = native.pack_v2_records(
+                    self._index, records, pos, end, count, data_mark - pos, base_offset, base_timestamp,
+                    fixed_timestamp, timestamp_type, leader_epoch, min_offset,
+                )  # fmt: skip
         except BaseException:
             del self._index[index_mark:]
             del self._data[data_mark:]

@@ -1,7 +1,8 @@
 """Runs in: toppar hosts and broker actors (imported wherever batches are built, scanned or decoded).
 
 kqactors.records: the Kafka record formats. RecordBatch v2 build/decode/re-stamp, a cheap header scanner for
-fetched record sets, legacy MessageSet v0/v1 decoding and the compression codecs. Pure Python by default.
+fetched record sets, legacy MessageSet v0/v1 decoding and the compression codecs. Pure Python, with optional
+C twins of the two per-record hot loops (kqactors/_native_records.c, switched by kqactors/native.py).
 """
 
 from .batch_v2 import (

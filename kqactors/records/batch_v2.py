@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 
 from crc32c import crc32c
 
+from kqactors.native import NATIVE_RECORDS as _native_records
+
 from .compression import NONE, compress, effective_level
 from .packed import ENTRY as _PACKED_ENTRY
 from .packed import HEADER as _PACKED_HEADER
@@ -221,10 +223,29 @@ class RecordBatchBuilder:
         """Append the messages packed in ``frame[start:end]`` (layout: ``kqactors.records.packed``); the
         producer's hot path. Returns how many were appended.
 
-        The common record shape (no headers) is encoded without building any per-message tuple; key and
-        value are sliced once from the frame. Raises ValueError if the range does not end on an entry.
+        Runs the C twin ``kqactors._native_records.append_packed`` when it is built and not switched off
+        (kqactors/native.py), else ``append_packed_py``; both append the same bytes. Raises ValueError (and
+        appends nothing) if the range does not end on an entry or a timestamp delta overflows 64 bits.
         """
+        native = _native_records
+        if native is None:
+            return self.append_packed_py(frame, start, end)
+        added, self._base_timestamp, self._max_timestamp = native.append_packed(
+            self._records, frame, start, end, self._count, self._base_timestamp, self._max_timestamp
+        )
+        self._count += added
+        return added
+
+    def append_packed_py(self, frame: bytes, start: int, end: int) -> int:
+        """``append_packed`` in Python, the reference of the C twin.
+
+        The common record shape (no headers) is encoded without building any per-message tuple; key and
+        value are sliced once from the frame.
+        """
+        if not 0 <= start <= end <= len(frame):
+            raise ValueError(f"packed range {start}..{end} is not inside a frame of {len(frame)} bytes")
         records = self._records
+        mark = len(records)
         small = _SMALL
         limit = SMALL_LIMIT
         null = _NULL
@@ -271,10 +292,14 @@ class RecordBatchBuilder:
                 records += small[body_len + 1] if body_len < limit else encode_varint(body_len)
                 records += body
                 offset_delta += 1
+            if pos != end:
+                raise ValueError(f"packed message range ends {pos - end} bytes past its boundary")
         except struct.error as exc:
+            del records[mark:]  # all or nothing, like the C twin: the builder stays consistent
             raise ValueError(f"packed message frame is truncated: {exc}") from None
-        if pos != end:
-            raise ValueError(f"packed message range ends {pos - end} bytes past its boundary")
+        except ValueError:
+            del records[mark:]
+            raise
         self._count = offset_delta
         self._base_timestamp = base_ts
         self._max_timestamp = max_ts

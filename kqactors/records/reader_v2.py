@@ -172,17 +172,24 @@ def parse_v2_header(data: bytes, pos: int, size: int) -> BatchHeader:
 
 
 def _uvarint_slow(data: bytes, pos: int) -> tuple[int, int]:
-    """Raw (not zig-zag decoded) varint at ``pos``; for the multi-byte slow path."""
+    """Raw (not zig-zag decoded) varint at ``pos``; for the multi-byte slow path.
+
+    The value must fit in 64 bits (a 10th byte of 0 or 1), as Kafka's varlongs do: every decoded delta is
+    then an int64, so the C twins in kqactors/_native_records.c can use the same rule without big integers.
+    """
     result = 0
     shift = 0
-    for _ in range(10):
+    for _ in range(9):
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return result, pos
         shift += 7
-    raise CorruptRecordError("varint longer than 10 bytes")
+    byte = data[pos]
+    if byte > 1:
+        raise CorruptRecordError("varint longer than 10 bytes" if byte & 0x80 else "varint does not fit in 64 bits")
+    return result | (byte << 63), pos + 1
 
 
 def decode_record_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
@@ -333,72 +340,22 @@ def pack_v2_records(
 
     The consumer's hot path: the same checks as ``decode_records`` but no per-record tuple or key/value copy
     (the caller copies the whole section once). Returns (entries added, offset of the last one added).
+
+    Malformed records raise CorruptRecordError only (a read past the buffer, a header name that is not utf-8
+    or an offset, timestamp or position that does not fit its index field included), after appending the
+    entries of the records before the bad one. This is the reference of the C twin
+    ``kqactors._native_records.pack_v2_records`` (the same entries and errors, see tests/unit/records).
     """
+    if not 0 <= pos <= end <= len(data):
+        raise ValueError(f"records range {pos}..{end} is not inside a buffer of {len(data)} bytes")
     uvarint = _uvarint_slow
     added = 0
     last = -1
-    for done in range(count):
-        if pos >= end:
-            raise CorruptRecordError(f"batch declares {count} records but holds only {done}")
-        b = data[pos]
-        if b < 0x80:
-            raw = b
-            pos += 1
-        else:
-            b2 = data[pos + 1]
-            if b2 < 0x80:
-                raw = (b & 0x7F) | (b2 << 7)
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos)
-        record_end = pos + ((raw >> 1) ^ -(raw & 1))
-        if record_end > end or record_end <= pos:
-            raise CorruptRecordError("record length out of bounds")
-        pos += 1  # record attributes: unused
-        b = data[pos]
-        if b < 0x80:
-            raw = b
-            pos += 1
-        else:
-            b2 = data[pos + 1]
-            if b2 < 0x80:
-                raw = (b & 0x7F) | (b2 << 7)
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos)
-        timestamp = base_timestamp + ((raw >> 1) ^ -(raw & 1)) if fixed_timestamp < 0 else fixed_timestamp
-        b = data[pos]
-        if b < 0x80:
-            raw = b
-            pos += 1
-        else:
-            b2 = data[pos + 1]
-            if b2 < 0x80:
-                raw = (b & 0x7F) | (b2 << 7)
-                pos += 2
-            else:
-                raw, pos = uvarint(data, pos)
-        offset = base_offset + ((raw >> 1) ^ -(raw & 1))
-        b = data[pos]
-        if b == 1:
-            key_pos = key_len = -1
-            pos += 1
-        else:
-            if b < 0x80:
-                raw = b
-                pos += 1
-            else:
-                raw, pos = uvarint(data, pos)
-            if raw & 1:
-                raise CorruptRecordError("invalid negative key length")
-            key_len = raw >> 1
-            key_pos = pos + delta
-            pos += key_len
-        b = data[pos]
-        if b == 1:
-            value_pos = value_len = -1
-            pos += 1
-        else:
+    try:
+        for done in range(count):
+            if pos >= end:
+                raise CorruptRecordError(f"batch declares {count} records but holds only {done}")
+            b = data[pos]
             if b < 0x80:
                 raw = b
                 pos += 1
@@ -409,27 +366,87 @@ def pack_v2_records(
                     pos += 2
                 else:
                     raw, pos = uvarint(data, pos)
-            if raw & 1:
-                raise CorruptRecordError("invalid negative value length")
-            value_len = raw >> 1
-            value_pos = pos + delta
-            pos += value_len
-        if data[pos] == 0:
-            headers_pos = -1
-            pos += 1
-        else:
-            headers_pos = pos + delta
-            pos = decode_record_headers(data, pos)[1]
-        if pos != record_end:
-            raise CorruptRecordError("record length does not match its fields")
-        if offset >= min_offset:
-            index += pack(offset, timestamp, key_pos, key_len, value_pos, value_len, headers_pos,
-                          timestamp_type, leader_epoch)
-            added += 1
-            last = offset
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
-    return added, last
+            record_end = pos + ((raw >> 1) ^ -(raw & 1))
+            if record_end > end or record_end <= pos:
+                raise CorruptRecordError("record length out of bounds")
+            pos += 1  # record attributes: unused
+            b = data[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = uvarint(data, pos)
+            timestamp = base_timestamp + ((raw >> 1) ^ -(raw & 1)) if fixed_timestamp < 0 else fixed_timestamp
+            b = data[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    raw, pos = uvarint(data, pos)
+            offset = base_offset + ((raw >> 1) ^ -(raw & 1))
+            b = data[pos]
+            if b == 1:
+                key_pos = key_len = -1
+                pos += 1
+            else:
+                if b < 0x80:
+                    raw = b
+                    pos += 1
+                else:
+                    raw, pos = uvarint(data, pos)
+                if raw & 1:
+                    raise CorruptRecordError("invalid negative key length")
+                key_len = raw >> 1
+                key_pos = pos + delta
+                pos += key_len
+            b = data[pos]
+            if b == 1:
+                value_pos = value_len = -1
+                pos += 1
+            else:
+                if b < 0x80:
+                    raw = b
+                    pos += 1
+                else:
+                    b2 = data[pos + 1]
+                    if b2 < 0x80:
+                        raw = (b & 0x7F) | (b2 << 7)
+                        pos += 2
+                    else:
+                        raw, pos = uvarint(data, pos)
+                if raw & 1:
+                    raise CorruptRecordError("invalid negative value length")
+                value_len = raw >> 1
+                value_pos = pos + delta
+                pos += value_len
+            if data[pos] == 0:
+                headers_pos = -1
+                pos += 1
+            else:
+                headers_pos = pos + delta
+                pos = decode_record_headers(data, pos)[1]
+            if pos != record_end:
+                raise CorruptRecordError("record length does not match its fields")
+            if offset >= min_offset:
+                index += pack(offset, timestamp, key_pos, key_len, value_pos, value_len, headers_pos,
+                              timestamp_type, leader_epoch)
+                added += 1
+                last = offset
+        if pos != end:
+            raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
+        return added, last
+    except (IndexError, UnicodeDecodeError, struct.error) as exc:
+        raise CorruptRecordError(f"truncated or malformed record: {exc}") from exc
 
 
 def v2_records_section(data: bytes, header: BatchHeader, *, verify_crc: bool = True) -> tuple[bytes, int, int]:

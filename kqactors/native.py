@@ -4,6 +4,11 @@ Runs in: any process that imports the producer. ``NATIVE`` is the extension modu
 imports, unless the environment sets ``KQACTORS_NATIVE=0``; otherwise None and the pure-Python twins run.
 Either way the behaviour is the same (DESIGN.md §3 rule 6): the unit tests run both and compare them.
 ``NATIVE_AVAILABLE`` says whether the extension imports at all (tests use it regardless of the switch).
+
+What it speeds up: the producer's per-message app-side work — the packers and ``Buffers.append``
+(kqactors/producer_buffers.py), the delivery-report loop, and ``ProducerCore``, the C base of
+kqactors.producer.Producer whose produce() does the common case in C and passes every other call on to
+``Producer._produce_py``, the Python body (the reference, and produce() itself when NATIVE is None).
 """
 
 from __future__ import annotations

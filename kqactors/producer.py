@@ -6,8 +6,11 @@ flusher that hands buffers to toppar actors in batches (spawning a toppar actor 
 partition is used), delivery reports served by poll()/flush(), BufferError backpressure (optionally
 blocking), purge, list_topics, error_cb and close.
 
-Hot path (produce): check types, choose the partition, append to a buffer under one lock. Nothing in
-produce() talks to another process: a message to a topic whose partition count is not known yet waits in
+Hot path (produce): check types, choose the partition, append to a buffer under one lock. With the C
+extension (kqactors.native) Producer derives from ``kqactors._native.ProducerCore``, whose C produce()
+does the common case and hands every other one to ``Producer._produce_py``, the Python body below, which
+stays the reference (and is produce() itself without the extension). Nothing in produce() talks to another
+process: a message to a topic whose partition count is not known yet waits in
 ``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it; an explicit
 partition beyond the count then fails in its delivery report (_UNKNOWN_PARTITION), as in librdkafka.
 """
@@ -19,12 +22,13 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqactors.actors import ops
 from kqactors.actors.toppar import FATAL, FLUSH, PURGE, RESTARTED
 from kqactors.config import Config
 from kqactors.errors import ERROR_CODES, KafkaError, KafkaException
+from kqactors.native import NATIVE
 from kqactors.partitioner import Partitioner
 from kqactors.producer_buffers import new_producer_buffers
 from kqactors.producer_core.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
@@ -41,7 +45,7 @@ _log = logging.getLogger("kqactors.producer")
 TOPPAR_FACTORY = "kqactors.actors.toppar:TopparActor"
 MAIN_FACTORY = "kqactors.actors.main:MainActor"
 _FLUSH_BYTES = 256 * 1024       # wake the flusher early once this much is buffered
-_FLUSH_MESSAGES = 4096
+_FLUSH_MESSAGES = 4096          # ... or this many unsent messages (read as self._flush_messages: C does too)
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0
@@ -53,6 +57,9 @@ _SPAWN_TIMEOUT_S = 5.0
 
 E = ERROR_CODES
 _time_ns = time.time_ns
+
+# With the extension, the state produce() reads lives in C members of this base (see Producer).
+_ProducerBase: type = object if NATIVE is None else NATIVE.ProducerCore
 
 
 def _to_bytes(value: Any, what: str) -> bytes | None:
@@ -85,12 +92,18 @@ def _normalise_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
     return out or None
 
 
-class Producer:
+class Producer(_ProducerBase):
     """Asynchronous Kafka producer, a drop-in for ``confluent_kafka.Producer``.
 
     ``config`` uses librdkafka property names (``bootstrap.servers``, ``linger.ms``, ...), plus
     ``on_delivery``, ``error_cb``, ``logger`` and ``kqactors.hosts`` (number of toppar host processes).
     """
+
+    # produce() is the app thread's hot path, and at small messages the app thread is the producer's
+    # bottleneck. With the extension, produce() is ProducerCore.produce (kqactors/_native.c): it does the
+    # common case in C, reading the attributes it needs (_buffers, _closed, ...) from C members of the base
+    # (they are still plain attributes here), and calls _produce_py below, the reference, with the same
+    # arguments for anything else. Without the extension, produce() is _produce_py itself.
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         conf = Config(config, kind="producer", **kwargs)
@@ -109,6 +122,7 @@ class Producer:
         self._settings = ProducerSettings.from_config(shipped)
         self._max_message_bytes = int(conf["message.max.bytes"])
         self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
+        self._flush_messages = _FLUSH_MESSAGES  # unsent messages that wake the flusher early (C produce too)
         self._checked_cb: Callable[..., Any] | None = None  # the last callback known to be callable
         self._buffers = new_producer_buffers(int(conf["queue.buffering.max.messages"]),
                                              int(conf["queue.buffering.max.kbytes"]))
@@ -142,14 +156,17 @@ class Producer:
         self._flusher.start()
 
     # ---- produce --------------------------------------------------------------------------------------
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
-                on_delivery: Callable[..., Any] | None = None, callback: Callable[..., Any] | None = None,
-                timestamp: int = 0, headers: Any = None, *, block_timeout: float | None = None) -> None:
+    def _produce_py(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                    on_delivery: Callable[..., Any] | None = None, callback: Callable[..., Any] | None = None,
+                    timestamp: int = 0, headers: Any = None, *, block_timeout: float | None = None) -> None:
         """Queue one message; its delivery report is served by poll()/flush().
 
         Raises BufferError when queue.buffering.max.messages/kbytes is reached (after waiting up to
         ``block_timeout`` seconds while serving delivery reports, if given), KafkaException for
         MSG_SIZE_TOO_LARGE, _UNKNOWN_PARTITION or a fatal producer state, TypeError for wrong types.
+
+        This is produce() in Python, the reference; with the extension the C produce() runs it for every
+        case it does not do itself (see the comment at the top of the class).
         """
         # Fast checks first (exact classes); the generic checks run only for anything unusual.
         if topic.__class__ is not str or not topic:
@@ -209,9 +226,17 @@ class Producer:
         unsent = buffers.unsent
         if unsent == 1 and self._wake_on_first and self._flusher_idle and self._hand_over_now(topic, partition):
             return
-        if (unsent >= _FLUSH_MESSAGES or (unsent == 1 and (self._wake_on_first or self._flusher_idle))) \
+        if (unsent >= self._flush_messages or (unsent == 1 and (self._wake_on_first or self._flusher_idle))) \
                 and not self._wake.is_set():
             self._wake.set()
+
+    # Argument errors raised by calling it (missing topic, unknown keyword, ...) name produce(), as they
+    # did before it was renamed, also when the C produce() passes such a call on.
+    _produce_py.__name__ = "produce"
+    _produce_py.__qualname__ = "Producer.produce"
+
+    if TYPE_CHECKING or NATIVE is None:
+        produce = _produce_py
 
     def _hold(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
               timestamp: int, cb: Callable[..., Any] | None, size: int, block_timeout: float | None,

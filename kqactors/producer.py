@@ -44,7 +44,6 @@ _log = logging.getLogger("kqactors.producer")
 
 TOPPAR_FACTORY = "kqactors.actors.toppar:TopparActor"
 MAIN_FACTORY = "kqactors.actors.main:MainActor"
-_FLUSH_BYTES = 256 * 1024       # wake the flusher early once this much is buffered
 _FLUSH_MESSAGES = 4096          # ... or this many unsent messages (read as self._flush_messages: C does too)
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail

@@ -44,7 +44,7 @@ _log = logging.getLogger("kqactors.producer")
 
 TOPPAR_FACTORY = "kqactors.actors.toppar:TopparActor"
 MAIN_FACTORY = "kqactors.actors.main:MainActor"
-_FLUSH_MESSAGES = 4096          # ... or this many unsent messages (read as self._flush_messages: C does too)
+_FLUSH_MESSAGES = 4096          # unsent messages that wake the flusher early (read as self._flush_messages, by C too)
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0

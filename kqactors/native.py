@@ -1,14 +1,14 @@
 """The switch for kqactors' optional C speed-ups, two extension modules built by setup.py.
 
-``kqactors._native`` (kqactors/_native.c), in the app process: the producer's per-message work (packing,
-buffer append, delivery reports; producer_buffers, producer_core.packing), ``ProducerCore`` (the C base of
-kqactors.producer.Producer, whose produce() does the common case in C and passes every other call on to
-``Producer._produce_py``, the Python body: the reference, and produce() itself when NATIVE is None) and the
-consumer's Message building in MessageBatch.take() (consumer_core.packing). ``kqactors._native_records``
-(kqactors/_native_records.c), in toppar hosts: the record codec's per-record loops, ``pack_v2_records``
-(indexing fetched records for the consumer) and ``append_packed`` (encoding produced records), called by
-consumer_core/packing.py and records/batch_v2.py. Each C file's header lists what each function is the twin
-of.
+``kqactors._native`` (kqactors/_native*.c; the overview is in _native.c), in the app process: the
+producer's per-message work (packing, buffer append, delivery reports; producer_buffers,
+producer_core.packing), ``ProducerCore`` (the C base of kqactors.producer.Producer, whose produce() does the
+common case in C and passes every other call on to ``Producer._produce_py``, the Python body: the
+reference, and produce() itself when NATIVE is None) and the consumer's Message building in
+MessageBatch.take() (consumer_core.packing). ``kqactors._native_records`` (kqactors/_native_records.c), in
+toppar hosts: the record codec's per-record loops, ``pack_v2_records`` (indexing fetched records for the
+consumer) and ``append_packed`` (encoding produced records), called by consumer_core/packing.py and
+records/batch_v2.py. Each C file's header lists what each function is the twin of.
 
 Runs in: any process that imports the producer, the consumer or the record codec. ``NATIVE`` and
 ``NATIVE_RECORDS`` are the extension modules when they were built and import, unless the environment sets

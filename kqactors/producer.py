@@ -99,10 +99,10 @@ class Producer(_ProducerBase):
     """
 
     # produce() is the app thread's hot path, and at small messages the app thread is the producer's
-    # bottleneck. With the extension, produce() is ProducerCore.produce (kqactors/_native.c): it does the
-    # common case in C, reading the attributes it needs (_buffers, _closed, ...) from C members of the base
-    # (they are still plain attributes here), and calls _produce_py below, the reference, with the same
-    # arguments for anything else. Without the extension, produce() is _produce_py itself.
+    # bottleneck. With the extension, produce() is ProducerCore.produce (kqactors/_native_produce.c): it
+    # does the common case in C, reading the attributes it needs (_buffers, _closed, ...) from C members of
+    # the base (they are still plain attributes here), and calls _produce_py below, the reference, with the
+    # same arguments for anything else. Without the extension, produce() is _produce_py itself.
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         conf = Config(config, kind="producer", **kwargs)

@@ -47,6 +47,9 @@ APP_KEY = "app"
 SUPERVISOR_KEY = "sup"
 
 OPS_PER_TURN = 256  # ops one actor may serve before the others get a turn
+# Names of actors stopped on a host, remembered (newest last) so that ops still on their way to them, expected
+# while a client closes or a partition is unassigned, are dropped without a warning.
+STOPPED_NAMES_KEPT = 1024
 # A plain op to a name this host has not heard of yet waits this long for the name's publication: the
 # DIRECTORY update and the first op from (or reply to) the new actor travel on different sockets.
 UNPUBLISHED_WAIT_S = 2.0
@@ -90,6 +93,7 @@ class HostCore:
         self.directory: dict[str, str] = {APP: APP_KEY, SUPERVISOR: SUPERVISOR_KEY}
         self.host_keys: list[str] = []  # every host of the runtime, learned from the supervisor
         self.down: set[str] = set()
+        self._stopped: dict[str, None] = {}  # ordered set, see STOPPED_NAMES_KEPT
         self.timers = TimerHeap(clock)
         self.callbacks = CallbackRegistry()
         self.terminated = False
@@ -202,7 +206,8 @@ class HostCore:
         now = self.clock()
         while waiting and waiting[0][0] <= now:
             _, op = waiting.pop(0)
-            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {name!r}")
+            # Quiet when the name ran here and stopped (a client closing): no one was going to publish it.
+            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {name!r}", expected=name in self._stopped)
         if waiting:
             self.timers.schedule(max(waiting[0][0] - now, 0.001), lambda: self._expire_unpublished(name))
         else:
@@ -213,11 +218,13 @@ class HostCore:
         for _, op in waiting or ():
             self.post(op)
 
-    def _undeliverable(self, op: Op, code: str, message: str) -> None:
+    def _undeliverable(self, op: Op, code: str, message: str, expected: bool = False) -> None:
+        """A request gets its error reply; a plain op is dropped, with a warning unless ``expected``."""
         if op.is_request:
             self.post(error_reply(op, code, message))
         elif not op.flags & REPLY:
-            log.warning("host %s: op %s to %s dropped: %s", self.host_key, op.type, op.target, message)
+            log.log(logging.DEBUG if expected else logging.WARNING, "host %s: op %s to %s dropped: %s",
+                    self.host_key, op.type, op.target, message)
 
     def _route_in(self, op: Op) -> None:
         target = op.target
@@ -237,7 +244,10 @@ class HostCore:
             slot.queues[0].enqueue(op)
             return
         if slot is None:
-            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on {self.host_key}")
+            if target in self._stopped:
+                self._undeliverable(op, ErrorCode.DEAD_ACTOR, f"{target} has stopped", expected=True)
+            else:
+                self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on {self.host_key}")
             return
         queue = slot.queues.get(op.qid)
         if queue is None:
@@ -406,6 +416,7 @@ class HostCore:
         """Create an actor here; returns an error text instead of raising (the host must survive)."""
         if name in self.actors:
             return f"an actor named {name!r} already runs on {self.host_key}"
+        self._stopped.pop(name, None)
         slot = ActorSlot(name, parent)
         slot.queues[0] = self._make_queue(slot, None)
         self.actors[name] = slot
@@ -472,6 +483,10 @@ class HostCore:
         except Exception:  # noqa: BLE001
             log.exception("actor %s: on_stop raised", name)
         self._forget(slot)
+        stopped = self._stopped
+        stopped[name] = None
+        if len(stopped) > STOPPED_NAMES_KEPT:
+            del stopped[next(iter(stopped))]
 
     def _forget(self, slot: ActorSlot) -> None:
         # Requests still waiting in the actor's queues get their one reply: an error, never silence.

@@ -61,3 +61,25 @@ def test_requests_to_unknown_names_still_fail_at_once() -> None:
     core.request("asker", "no/such", Op("ECHO"), replies.append, timeout=5)
     core.run()
     assert replies and replies[0].error is not None and replies[0].error.code == ErrorCode.UNKNOWN_ACTOR
+
+
+def test_ops_to_an_actor_stopped_here_are_dropped_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    """A client closing stops actors while ops to them are still on their way (a toppar's last
+    B_FETCH_STOP to its broker actor): those are dropped without a warning; a request still gets its error
+    reply, and an op to a name that never ran here still warns."""
+    core = HostCore("h0", lambda key, ops: None)
+    core.spawn("broker/1", "kqactors.runtime.sample_actors:EchoActor", {}, "app")
+    core.stop_actor("broker/1")
+    replies: list[Op] = []
+    core.spawn("asker", "kqactors.runtime.sample_actors:EchoActor", {}, "app")
+    with caplog.at_level(logging.WARNING, logger="kqactors.runtime.host"):
+        core.deliver([Op("B_FETCH_STOP", target="broker/1", sender="ctoppar/t/0")])
+        core.request("asker", "broker/1", Op("ECHO"), replies.append, timeout=5)
+        core.run()
+        assert not [r for r in caplog.records if "dropped" in r.getMessage()]
+        core.deliver([Op("B_FETCH_STOP", target="broker/2", sender="ctoppar/t/0")])
+    assert [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()] == [
+        "host h0: op B_FETCH_STOP to broker/2 dropped: no actor named 'broker/2' on h0"]
+    assert replies and replies[0].error is not None
+    core.spawn("broker/1", "kqactors.runtime.sample_actors:EchoActor", {}, "app")  # runs again: routed to it
+    assert "broker/1" in core.actors

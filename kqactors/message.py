@@ -43,9 +43,9 @@ def _already_tracked(message: object) -> None:
     """Messages built in Python are always under the cycle collector: nothing to do."""
 
 
-# kqactors.native installs the C extension's track() here. The extension builds delivery-report Messages
-# untracked by the cycle collector (they hold only atoms); a setter that stores an arbitrary object tracks
-# the message again first, so a cycle through it stays collectable.
+# kqactors.native installs the C extension's track() here. The extension builds delivery-report and
+# consumed Messages untracked by the cycle collector (they hold only atoms and a header list); a setter
+# that stores an arbitrary object tracks the message again first, so a cycle through it stays collectable.
 _track: Callable[[object], None] = _already_tracked
 
 

@@ -207,7 +207,8 @@ class HostCore:
         while waiting and waiting[0][0] <= now:
             _, op = waiting.pop(0)
             # Quiet when the name ran here and stopped (a client closing): no one was going to publish it.
-            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {name!r}", expected=name in self._stopped)
+            self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {name!r}",
+                                expected=name in self._stopped)
         if waiting:
             self.timers.schedule(max(waiting[0][0] - now, 0.001), lambda: self._expire_unpublished(name))
         else:

@@ -1,8 +1,9 @@
 """Fixtures of the unit tests: ``impl`` runs a test on both implementations of the app-side hot path (the
 producer's buffers and packing, the consumer's MessageBatch.take), the pure-Python twins and the C extension
-``kqactors._native`` (DESIGN.md §3 rule 6); ``native`` is the extension alone.
+``kqactors._native`` (DESIGN.md §3 rule 6); ``native`` is that extension alone and ``native_records`` the
+toppar hosts' one, ``kqactors._native_records`` (the record codec tests compare it with its references).
 
-The native case fails (it does not skip) when the extension is not built: CI always has a compiler, so a
+A native case fails (it does not skip) when its extension is not built: CI always has a compiler, so a
 missing extension there is a build problem to see. Only ``KQACTORS_NATIVE=0`` skips it, on purpose.
 """
 
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.native import NATIVE_DISABLED, native_module
+from kqactors.native import NATIVE_DISABLED, native_module, records_module
 
 
-def require_native():
-    """The extension module, or a skip (KQACTORS_NATIVE=0) / a failure (not built)."""
+def require_native(load=native_module, name="kqactors._native"):
+    """The extension module ``load()`` returns, or a skip (KQACTORS_NATIVE=0) / a failure (not built)."""
     if NATIVE_DISABLED:
         pytest.skip("KQACTORS_NATIVE=0: the native path is switched off")
-    module = native_module()
+    module = load()
     if module is None:
-        pytest.fail("kqactors._native is not built (pip install -e . or python setup.py build_ext --inplace); "
+        pytest.fail(f"{name} is not built (pip install -e . or python setup.py build_ext --inplace); "
                     "set KQACTORS_NATIVE=0 to test the pure-Python path alone")
     return module
 
@@ -33,3 +34,8 @@ def impl(request):
 @pytest.fixture(scope="module")
 def native():
     return require_native()
+
+
+@pytest.fixture(scope="module")
+def native_records():
+    return require_native(records_module, "kqactors._native_records")

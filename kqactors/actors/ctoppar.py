@@ -8,6 +8,11 @@ Ops in:  C_FETCH_START / C_FETCH_STOP / C_CREDIT / C_PREFETCH_LIMITS (app), LEAD
          B_FETCHED / B_FETCH_ERROR / B_FETCH_POSITION (broker/N).
 Ops out: C_READY / C_BATCH (app), TOPPAR_JOIN (main), B_FETCH_START / B_FETCH_STOP / B_FETCH_FLOW (broker/N).
 
+Decoding in steps: a slice is decoded and sent in frames of about ``DECODE_STEP_BYTES`` of messages, one
+per host turn (``ActorContext.continue_later``), so the app gets the first messages of a large fetch while the
+rest is still being decompressed, and no frame needs tens of MiB at once. What goes to the app (decoded
+frames, error events) leaves in the order it was fetched.
+
 Staleness: data is accepted only from the broker currently fetching the partition, at the current version,
 and contiguous with what was accepted before (its fetch offset is the previous slice's next offset). So a
 slice from a former leader, or fetched before a seek, is dropped, never delivered twice or out of order.
@@ -18,6 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from kqactors import consumer_ops as cops
@@ -38,6 +45,10 @@ from kqactors.runtime.op import Op
 log = logging.getLogger(__name__)
 
 _REJOIN = "CTOPPAR_REJOIN"
+_DECODE_STEP = "CTOPPAR_DECODE_STEP"
+#: Decoded bytes per frame sent to the app: big enough that per-frame costs vanish, small enough that the
+#: first messages of a large fetch leave within a millisecond or two of its arrival.
+DECODE_STEP_BYTES = 1 << 20
 _JOIN_RETRY_S = 0.2
 _AUTO_OFFSET_RESET = ERROR_CODES["_AUTO_OFFSET_RESET"]
 
@@ -64,6 +75,9 @@ class ConsumerTopparActor(Actor):
         self.joined = False
         self.delivered_messages = 0
         self.dropped_slices = 0
+        #: (version, frames to send the app) in fetch order; the head one is being decoded step by step.
+        self._outbound: deque[tuple[int, Iterator[Op]]] = deque()
+        self._step_posted = False
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
@@ -99,6 +113,7 @@ class ConsumerTopparActor(Actor):
         if version < self.version:
             return
         self.version = version
+        self._outbound.clear()
         self.credit.reset(version)
         self.credit.set_limits(int(p.get("max_messages", self.credit.max_messages)),
                                int(p.get("max_bytes", self.credit.max_bytes)))
@@ -123,6 +138,7 @@ class ConsumerTopparActor(Actor):
         if version < self.version:
             return
         self.version = version
+        self._outbound.clear()
         self.credit.reset(version)
         if self.active and self.broker_id >= 0:
             self._to_broker(self.broker_id, cops.BROKER_FETCH_STOP, {"version": version})
@@ -169,16 +185,43 @@ class ConsumerTopparActor(Actor):
             return
         sl = FetchedSlice.from_payload(p, op.frames[0] if op.frames else b"")
         self.next_offset = sl.next_offset
-        batch = self.decoder.decode(sl)
-        if batch.is_empty:
+        self._queue_outbound(self._decoded_ops(sl))
+
+    def _decoded_ops(self, sl: FetchedSlice) -> Iterator[Op]:
+        for batch in self.decoder.decode_chunks(sl, DECODE_STEP_BYTES):
+            if batch.is_empty:
+                continue
+            self.delivered_messages += batch.messages
+            self._flow(self.credit.delivered(batch.messages, batch.nbytes))
+            yield Op(cops.CONSUMER_BATCH, {
+                "topic": self.topic, "partition": self.partition, "version": sl.version,
+                "messages": batch.messages, "high_watermark": sl.high_watermark,
+                "last_stable_offset": sl.last_stable_offset, "log_start_offset": sl.log_start_offset,
+            }, [batch.frame])  # fmt: skip
+
+    def _queue_outbound(self, frames: Iterator[Op]) -> None:
+        self._outbound.append((self.version, frames))
+        if not self._step_posted:
+            self._send_step()
+
+    @on(_DECODE_STEP)
+    def _on_decode_step(self, _op: Op) -> None:
+        self._step_posted = False
+        self._send_step()
+
+    def _send_step(self) -> None:
+        """Send the next frame of the oldest outbound job, then come back for more in the next host turn."""
+        outbound = self._outbound
+        while outbound:
+            version, frames = outbound[0]
+            op = next(frames, None) if version == self.version else None  # else: seeked or stopped since
+            if op is None:
+                outbound.popleft()
+                continue
+            self.ctx.send("app", op, qid=self.app_qid)
+            self._step_posted = True
+            self.ctx.continue_later(Op(_DECODE_STEP))
             return
-        self.delivered_messages += batch.messages
-        self.ctx.send("app", Op(cops.CONSUMER_BATCH, {
-            "topic": self.topic, "partition": self.partition, "version": self.version,
-            "messages": batch.messages, "high_watermark": sl.high_watermark,
-            "last_stable_offset": sl.last_stable_offset, "log_start_offset": sl.log_start_offset,
-        }, [batch.frame]), qid=self.app_qid)  # fmt: skip
-        self._flow(self.credit.delivered(batch.messages, batch.nbytes))
 
     @on(cops.FETCH_ERROR)
     def _on_fetch_error(self, op: Op) -> None:
@@ -210,12 +253,13 @@ class ConsumerTopparActor(Actor):
         self.ctx.send(ops.broker_name(broker_id), Op(op_type, {"topic": self.topic, "partition": self.partition, **payload}))
 
     def _send_error(self, offset: int, code: int, reason: str) -> None:
+        """An error event for the app, behind whatever fetched data is still on its way there."""
         writer = MessageBatchWriter()
         writer.add_error(offset, code, reason)
-        self.ctx.send("app", Op(cops.CONSUMER_BATCH, {
+        self._queue_outbound(iter((Op(cops.CONSUMER_BATCH, {
             "topic": self.topic, "partition": self.partition, "version": self.version, "messages": 0,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-        }, [writer.getvalue()]), qid=self.app_qid)  # fmt: skip
+        }, [writer.getvalue()]),)))  # fmt: skip
 
 
 class HostWarmupActor(Actor):

@@ -25,7 +25,7 @@ from kqactors.records.reader_v2 import v2_records_section
 from .packing import MessageBatchWriter
 from .settings import FetchSettings
 
-__all__ = ["FetchedSlice", "DecodedBatch", "SliceDecoder", "decode_records_into"]
+__all__ = ["FetchedSlice", "DecodedBatch", "SliceDecoder", "decode_records_into", "iter_decoded"]
 
 
 class FetchedSlice:
@@ -152,8 +152,32 @@ def decode_records_into(
     A batch that cannot be decoded (bad CRC with ``check_crcs``, bad compression, malformed records)
     becomes an error event at its base offset, in order, and decoding continues with the next batch.
     Control records and hidden aborted data that no later message of the record set covers end in one skip
-    entry, so the application's position moves past them (a committed offset then need not re-read them).
+    entry, so the application's position still moves past them (a committed offset then need not re-read
+    them).
     """
+    for _ in iter_decoded(records, fetch_offset, aborted=aborted, read_committed=read_committed,
+                          check_crcs=check_crcs, writer=writer, counts=counts):
+        pass
+
+
+def iter_decoded(
+    records: bytes | memoryview,
+    fetch_offset: int,
+    *,
+    aborted: Sequence[tuple[int, int]] = (),
+    read_committed: bool = True,
+    check_crcs: bool = False,
+    chunk_bytes: int = 0,
+    eof_offset: int = -1,
+    writer: MessageBatchWriter | None = None,
+    counts: _Counts | None = None,
+) -> Iterator[tuple[MessageBatchWriter, _Counts]]:
+    """``decode_records_into`` in pieces, decoded as they are asked for: a (writer, counts) pair comes out
+    once the writer holds ``chunk_bytes`` or more (0: never) and a fresh pair carries on, so the first
+    messages of a large record set can leave before the rest is decompressed. The last pair, which gets
+    the partition EOF when ``eof_offset`` >= 0, always comes out, even empty. ``writer`` and ``counts``
+    serve as the first pair when given."""
+    writer = writer if writer is not None else MessageBatchWriter()
     counts = counts if counts is not None else _Counts()
     buf = records if isinstance(records, bytes) else bytes(records)
     pending = sorted(aborted, key=lambda pair: pair[1]) if read_committed else []
@@ -161,7 +185,10 @@ def decode_records_into(
     aborted_pids: set[int] = set()
     skip: tuple[int, int] | None = None  # (last offset, leader epoch) of skipped records not yet covered
     failure: list[CorruptRecordError] = []
-    for header in _headers_until_corrupt(buf, failure):
+    for header in _headers_until_corrupt(buf, failure) if buf else ():
+        if chunk_bytes and writer.nbytes >= chunk_bytes:
+            yield writer, counts  # a skip still pending stays pending: later messages may yet cover it
+            writer, counts = MessageBatchWriter(), _Counts()
         if read_committed and header.is_transactional:
             while next_pending < len(pending) and pending[next_pending][1] <= header.last_offset:
                 aborted_pids.add(pending[next_pending][0])
@@ -207,6 +234,9 @@ def decode_records_into(
         exc = failure[0]
         writer.add_error(exc.offset if exc.offset is not None else fetch_offset, exc.code, str(exc))
         counts.errors += 1
+    if eof_offset >= 0:
+        writer.add_eof(eof_offset)
+    yield writer, counts
 
 
 def _pack_v2_batch(writer: MessageBatchWriter, buf: bytes, header: BatchHeader, fetch_offset: int,
@@ -237,13 +267,14 @@ class SliceDecoder:
         self.check_crcs = settings.check_crcs
 
     def decode(self, sl: FetchedSlice) -> DecodedBatch:
-        writer = MessageBatchWriter()
-        counts = _Counts()
-        if len(sl.records):
-            decode_records_into(
-                writer, sl.records, sl.fetch_offset, aborted=sl.aborted, read_committed=self.read_committed,
-                check_crcs=self.check_crcs, counts=counts,
-            )  # fmt: skip
-        if sl.eof_offset >= 0:
-            writer.add_eof(sl.eof_offset)
-        return DecodedBatch(sl, writer, counts)
+        """The whole slice as one batch."""
+        return next(self.decode_chunks(sl))
+
+    def decode_chunks(self, sl: FetchedSlice, chunk_bytes: int = 0) -> Iterator[DecodedBatch]:
+        """The slice as batches of about ``chunk_bytes`` (0: one batch), each decoded when asked for; the
+        last one carries the EOF event, if any, and may be empty."""
+        for writer, counts in iter_decoded(
+            sl.records, sl.fetch_offset, aborted=sl.aborted, read_committed=self.read_committed,
+            check_crcs=self.check_crcs, chunk_bytes=chunk_bytes, eof_offset=sl.eof_offset,
+        ):  # fmt: skip
+            yield DecodedBatch(sl, writer, counts)

@@ -125,6 +125,15 @@ class ActorContext:
         op.sender = self.name
         self._core.post(op)
 
+    def continue_later(self, op: Op) -> None:
+        """Enqueue ``op`` on this actor's mailbox after this host turn's outgoing ops have been sent. A handler
+        that does a long job in steps posts its next step this way, so what one step produced is on its way
+        before the next begins (an op sent to oneself would be served in the same turn, before the flush)."""
+        op.target = self.name
+        op.qid = 0
+        op.sender = self.name
+        self._core.after_flush(op)
+
     def reply(self, request: Op, reply: Op) -> None:
         """Answer ``request`` with ``reply``. Each request gets exactly one reply."""
         self._core.reply(request, reply, sender=self.name)

@@ -103,6 +103,7 @@ class HostCore:
         self._req_ids = itertools.count(1)
         self._ready: deque[ActorSlot] = deque()
         self._out: dict[str, list[Op]] = {}
+        self._after_flush: list[Op] = []  # see after_flush()
         self._unpublished: dict[str, list[tuple[float, Op]]] = {}  # name -> ops waiting for its DIRECTORY
 
     # -- the loop's three steps ------------------------------------------------------------------------
@@ -149,6 +150,10 @@ class HostCore:
                 self._schedule(slot)
         if self._out:
             self.flush()
+        if self._after_flush:
+            later, self._after_flush = self._after_flush, []
+            for op in later:
+                self._route_in(op)
         return served
 
     def flush(self) -> None:
@@ -168,6 +173,11 @@ class HostCore:
             self.flush()
 
     # -- routing ---------------------------------------------------------------------------------------
+    def after_flush(self, op: Op) -> None:
+        """Deliver ``op`` to its (local) target once this turn's outgoing batches are sent: a long job split
+        into steps lets each step's output leave before the next step starts."""
+        self._after_flush.append(op)
+
     def post(self, op: Op) -> None:
         """Route an op produced here: local actors get it directly, others via the batch for their host."""
         target = op.target

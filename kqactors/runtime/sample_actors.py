@@ -1,5 +1,5 @@
 """Runs in: host processes. Owns small example actors used by the runtime's tests, benchmarks and docs
-(importable by dotted path, which spawned hosts need): echo, sink, relay, recorder, crasher, ticker.
+(importable by dotted path, which spawned hosts need): echo, sink, relay, recorder, crasher, ticker, stepper.
 """
 
 from __future__ import annotations
@@ -165,6 +165,26 @@ class RelayActor(Actor):
     @on("SET_VERSION")
     def set_version(self, op: Op) -> None:
         self.op_version = int(op.payload)
+
+
+class StepperActor(Actor):
+    """STEPS {to, count}: sends STEP 0 .. count-1 to ``to``, one per host turn (``continue_later``)."""
+
+    def __init__(self, ctx: ActorContext, **args: Any) -> None:
+        super().__init__(ctx, **args)
+        self._left: list[int] = []
+        self._to = ""
+
+    @on("STEPS")
+    def steps(self, op: Op) -> None:
+        self._to, self._left = op.payload["to"], list(range(int(op.payload["count"])))
+        self.step(op)
+
+    @on("_STEP")
+    def step(self, _op: Op) -> None:
+        if self._left:
+            self.ctx.send(self._to, Op("STEP", self._left.pop(0)))
+            self.ctx.continue_later(Op("_STEP"))
 
 
 class CrashActor(Actor):

@@ -241,3 +241,70 @@ def test_headers_and_null_key_value(codec: int) -> None:
     assert messages[0].key() is None and messages[0].value() is None
     assert messages[0].headers() == [("h", b"1"), ("n", None)]
     assert messages[1].key() == b"" and messages[1].value() == b"" and messages[1].headers() is None
+
+
+def _corrupt_middle() -> bytes:
+    bad = bytearray(data(2, 2))
+    bad[-1] ^= 0xFF
+    return data(0, 2) + bytes(bad) + data(4, 1)
+
+
+_CHUNKING_CASES = {
+    "plain": (data(0, 3) + data(3, 2, codec=ZSTD) + data(5, 4, codec=LZ4), {}),
+    "fetch offset inside": (data(10, 6, codec=LZ4) + data(16, 2), {"fetch_offset": 13}),
+    "aborted and markers": (data(0, 2, pid=5, txn=True, tag="c") + data(2, 3, pid=6, txn=True, tag="a")
+                            + data(5, 1, tag="n") + marker(6, 5, commit=True) + marker(7, 6, commit=False)
+                            + data(8, 1, tag="n"), {"aborted": [(6, 2)]}),
+    "trailing marker and eof": (data(0, 2, pid=5, txn=True) + marker(2, 5, commit=True), {"eof_offset": 3}),
+    "corrupt batch": (_corrupt_middle(), {"check_crcs": True}),
+}
+
+
+def _decode_all(records: bytes, chunk_bytes: int, fetch_offset: int = 0, aborted=(), check_crcs=False,
+                eof_offset=-1):
+    """Every chunk of a slice, taken as the app would: (messages as tuples, final position, counts, chunks)."""
+    settings = FetchSettings(check_crcs=check_crcs)
+    sl = FetchedSlice("t", 3, 7, fetch_offset, fetch_offset, records, aborted=aborted, eof_offset=eof_offset)
+    taken, position, chunks = [], -1, 0
+    totals = {"messages": 0, "aborted": 0, "control": 0, "errors": 0}
+    for decoded in SliceDecoder(settings).decode_chunks(sl, chunk_bytes):
+        chunks += 1
+        totals["messages"] += decoded.messages
+        totals["aborted"] += decoded.skipped_aborted
+        totals["control"] += decoded.skipped_control
+        totals["errors"] += decoded.errors
+        batch = MessageBatch("t", 3, decoded.frame, decoded.version)
+        messages, _count, _nbytes = batch.take()
+        for m in messages:
+            taken.append((m.offset(), m.value(), m.error().code() if m.error() else None))
+            if m.error() is None:
+                position = max(position, m.offset())
+        if batch.skipped is not None:
+            position = max(position, batch.skipped[0])
+    return taken, position, totals, chunks
+
+
+@pytest.mark.parametrize("case", sorted(_CHUNKING_CASES))
+def test_decoding_in_chunks_delivers_exactly_what_one_piece_does(case: str) -> None:
+    """The ctoppar sends a large slice in frames of about DECODE_STEP_BYTES; one byte per chunk makes
+    every batch its own frame, the hardest split for skips, aborted ranges, errors and the EOF."""
+    records, options = _CHUNKING_CASES[case]
+    whole = _decode_all(records, 0, **options)
+    split = _decode_all(records, 1, **options)
+    assert whole[3] == 1
+    assert split[3] > 1
+    assert split[:3] == whole[:3]
+
+
+def test_chunks_hold_about_chunk_bytes_and_only_the_last_has_the_eof() -> None:
+    records = b"".join(data(base, 10, codec=ZSTD) for base in range(0, 200, 10))
+    sl = FetchedSlice("t", 3, 7, 0, 200, records, eof_offset=200)
+    chunks = list(SliceDecoder(FetchSettings()).decode_chunks(sl, 300))
+    assert len(chunks) > 3
+    assert sum(c.messages for c in chunks) == 200
+    frames = [MessageBatch("t", 3, c.frame, c.version).take()[0] for c in chunks]
+    eofs = [i for i, messages in enumerate(frames) for m in messages if m.error() is not None]
+    assert eofs == [len(chunks) - 1]
+    # A chunk closes at the first batch boundary past the limit: never more than one batch over it.
+    one_batch = len(SliceDecoder(FetchSettings()).decode(FetchedSlice("t", 3, 7, 0, 10, data(0, 10))).frame)
+    assert all(c.nbytes < 300 + one_batch for c in chunks)

@@ -83,3 +83,19 @@ def test_ops_to_an_actor_stopped_here_are_dropped_quietly(caplog: pytest.LogCapt
     assert replies and replies[0].error is not None
     core.spawn("broker/1", "kqactors.runtime.sample_actors:EchoActor", {}, "app")  # runs again: routed to it
     assert "broker/1" in core.actors
+
+
+def test_continue_later_comes_after_this_turns_output_is_sent() -> None:
+    """A job done in steps: each step's output leaves (one transmit per turn) before the next step runs,
+    where an op sent to oneself would be served in the same turn and everything would leave at once."""
+    batches: list[list[object]] = []
+    core = HostCore("h0", lambda key, ops: batches.append([op.payload for op in ops]))
+    core.deliver([Op(DIRECTORY, {"set": {"far/away": "h1"}}, target=HOST_CONTROL)])
+    core.spawn("stepper", "kqactors.runtime.sample_actors:StepperActor", {}, "app")
+    core.deliver([Op("STEPS", {"to": "far/away", "count": 3}, target="stepper")])
+    turns = 0
+    while core.has_work() and turns < 10:
+        core.run()
+        turns += 1
+    assert batches == [[0], [1], [2]]
+    assert not core.has_work()

@@ -1,0 +1,85 @@
+"""Runs in: unit tests (one HostCore in this process, no broker). The consumer toppar actor sends a large
+fetched slice to the app in several frames, one per host turn: in fetch order, with a later error event behind
+them, and nothing more once the partition is stopped or seeked."""
+
+from __future__ import annotations
+
+import pytest
+
+from kqactors import consumer_ops as cops
+from kqactors.actors import ctoppar, ops
+from kqactors.consumer_core import FetchedSlice, MessageBatch
+from kqactors.records import ZSTD, build_batch
+from kqactors.runtime.host import DIRECTORY, HostCore
+from kqactors.runtime.op import HOST_CONTROL, Op
+
+NAME = "ctoppar/t/0"
+BROKER = ops.broker_name(1)
+
+
+def _records(count: int) -> bytes:
+    return b"".join(bytes(build_batch([(0, None, b"v%d" % (base + i), None) for i in range(10)],
+                                      base_offset=base, codec=ZSTD)) for base in range(0, count, 10))
+
+
+class _Harness:
+    def __init__(self) -> None:
+        self.to_app: list[Op] = []
+        self.core = HostCore("h0", lambda key, batch: self.to_app.extend(
+            op for op in batch if op.type == cops.CONSUMER_BATCH))
+        self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", "main": "h1"}}, target=HOST_CONTROL)])
+        self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
+        self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0}, sender="app"),
+                     Op(ops.LEADER, {"broker_id": 1}, sender="main"))
+
+    def deliver(self, *batch: Op) -> None:
+        for op in batch:
+            op.target = NAME
+        self.core.deliver(list(batch))
+
+    def fetched(self, records: bytes, fetch_offset: int, next_offset: int, version: int = 2) -> Op:
+        sl = FetchedSlice("t", 0, version, fetch_offset, next_offset, records)
+        return Op(cops.FETCHED, sl.payload(), [records], sender=BROKER)
+
+    def run(self) -> int:
+        turns = 0
+        while self.core.has_work() and turns < 1000:
+            self.core.run()
+            turns += 1
+        return turns
+
+    def taken(self) -> list[tuple[int, bytes | None, bool]]:
+        out = []
+        for op in self.to_app:
+            messages, _count, _nbytes = MessageBatch("t", 0, op.frames[0], op.payload["version"]).take()
+            out += [(m.offset(), m.value(), m.error() is not None) for m in messages]
+        return out
+
+
+@pytest.fixture
+def small_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ctoppar, "DECODE_STEP_BYTES", 200)
+
+
+def test_a_large_slice_goes_out_in_frames_and_an_error_after_it_stays_behind_them(small_steps: None) -> None:
+    h = _Harness()
+    h.run()
+    h.deliver(h.fetched(_records(100), 0, 100),
+              Op(cops.FETCH_ERROR, {"version": 2, "offset": 100, "code": 1, "reason": "out of range"},
+                 sender=BROKER))
+    turns = h.run()
+    assert len(h.to_app) > 3 and turns >= len(h.to_app)
+    taken = h.taken()
+    assert [offset for offset, _, error in taken if not error] == list(range(100))
+    assert [(offset, error) for offset, _, error in taken if error] == [(100, True)]
+    assert taken[-1][0] == 100
+
+
+def test_frames_not_yet_sent_are_dropped_when_the_partition_is_stopped(small_steps: None) -> None:
+    h = _Harness()
+    h.run()
+    # The FETCHED turn decodes and sends the first frame; the stop, served in the same turn, comes before
+    # the step that would have sent the second.
+    h.deliver(h.fetched(_records(100), 0, 100), Op(cops.FETCH_STOP, {"version": 3}, sender="app"))
+    h.run()
+    assert [op.payload["messages"] for op in h.to_app] == [10]

@@ -33,10 +33,15 @@ FATAL = "FATAL"
 DRAINED = "DRAINED"
 TOPPAR_WAKE = "TOPPAR_WAKE"
 RESTARTED = "TOPPAR_RESTARTED"
+_RESUME = "TOPPAR_RESUME"
 
 _PACKED_ENTRY_SIZE = _PACKED_ENTRY.size
 _MIN_TIMER_S = 0.0005
 _INFLIGHT_SLACK_S = 5.0
+#: Message bytes a toppar encodes (compresses) before it lets the host send what it has so far and resumes
+#: in the next turn: without it, a backlog of batches was all compressed in one turn and reached the broker
+#: actor in one burst hundreds of milliseconds later, the broker idle meanwhile.
+ENCODE_STEP_BYTES = 1 << 20
 
 
 class TopparActor(Actor):
@@ -65,6 +70,8 @@ class TopparActor(Actor):
         self.bump_reason: str | None = None
         self.bump_sent = False
         self.restart_bump = False
+        self.encoded_since_resume = 0  # message bytes encoded since the last _RESUME (ENCODE_STEP_BYTES)
+        self.resume_posted = False
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -180,6 +187,12 @@ class TopparActor(Actor):
         self.timer_at = None
         self._pump()
 
+    @on(_RESUME)
+    def _on_resume(self, op: Op) -> None:
+        self.resume_posted = False
+        self.encoded_since_resume = 0
+        self._pump()
+
     # ---- the one place where work happens -----------------------------------------------------------
     def _pump(self) -> None:
         core = self.core
@@ -188,8 +201,13 @@ class TopparActor(Actor):
             self.restart_bump = False
             core.request_bump("toppar restarted after its host died")
         core.expire(now)
-        while (batch := core.next_batch(now)) is not None:
+        while self.encoded_since_resume < ENCODE_STEP_BYTES and (batch := core.next_batch(now)) is not None:
+            if batch.payload is None:
+                self.encoded_since_resume += batch.size
             self._transmit(batch, now)
+        if self.encoded_since_resume >= ENCODE_STEP_BYTES and not self.resume_posted:
+            self.resume_posted = True
+            self.ctx.continue_later(Op(_RESUME))  # the rest after this turn's batches are on their way
         self._after(core.take_effects())
         if self.bump_reason is not None and core.in_flight_count == 0 and not self.bump_sent:
             # Ask for the epoch bump only once this partition's requests are all answered.

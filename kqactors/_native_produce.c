@@ -45,7 +45,7 @@ typedef struct {
     PyObject *partitioner;        /* _partitioner: read by _partition_for (kept with the rest of the state) */
     long long null_sticky_ms;     /* _null_sticky_ms: 0 when null keys are not sticky */
     Py_ssize_t max_payload_bytes; /* _max_payload_bytes */
-    Py_ssize_t flush_messages;    /* _flush_messages: unsent messages that wake the flusher early */
+    Py_ssize_t flush_messages;    /* _flush_messages: unsent messages that produce() hands over itself */
     char closed;                  /* _closed */
     char wake_on_first;           /* _wake_on_first: linger.ms=0 */
     char flusher_idle;            /* _flusher_idle: the flusher sleeps until woken */
@@ -264,10 +264,11 @@ static int produce_append(ProducerCore *self, PyObject *buffers, const FastProdu
     return -1;
 }
 
-/* After an append: hand the message over at once or wake the flusher, as the reference does. */
+/* After an append: hand over from this thread (the first message with linger.ms=0, or a backlog of
+ * flush_messages) or wake the flusher, as the reference does. */
 static int produce_wake(ProducerCore *self, PyObject *buffers, PyObject *wake, PyObject *topic, PyObject *part_obj) {
     Py_ssize_t unsent = ((Buffers *)buffers)->unsent;
-    if (unsent == 1 && self->wake_on_first && self->flusher_idle) {
+    if ((unsent == 1 && self->wake_on_first && self->flusher_idle) || unsent >= self->flush_messages) {
         PyObject *hand_args[3] = {(PyObject *)self, topic, part_obj};
         int handed = consume_truth(PyObject_VectorcallMethod(str_hand_over_now, hand_args, 3, NULL));
         if (handed != 0) return handed < 0 ? -1 : 0;
@@ -367,7 +368,7 @@ static PyMemberDef core_members[] = {
     {"_max_payload_bytes", T_PYSSIZET, offsetof(ProducerCore, max_payload_bytes), 0,
      "largest key + value + headers size accepted"},
     {"_flush_messages", T_PYSSIZET, offsetof(ProducerCore, flush_messages), 0,
-     "unsent messages that wake the flusher early"},
+     "unsent messages that produce() hands over itself"},
     {"_closed", T_BOOL, offsetof(ProducerCore, closed), 0, "close() ran"},
     {"_wake_on_first", T_BOOL, offsetof(ProducerCore, wake_on_first), 0,
      "linger.ms=0: the first unsent message wakes the flusher"},

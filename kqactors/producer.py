@@ -44,7 +44,11 @@ _log = logging.getLogger("kqactors.producer")
 
 TOPPAR_FACTORY = "kqactors.actors.toppar:TopparActor"
 MAIN_FACTORY = "kqactors.actors.main:MainActor"
-_FLUSH_MESSAGES = 4096          # unsent messages that wake the flusher early (read as self._flush_messages, by C too)
+# Unsent messages that produce() hands over itself, without waiting for linger.ms (read by C too). Not left to
+# the flusher: a thread that produces flat out holds the GIL, and the flusher then waited a switch interval
+# (5 ms) for it after each blocking call of a hand-over; at 1 KiB the toppars got their first messages
+# hundreds of milliseconds late, in bursts.
+_FLUSH_MESSAGES = 4096
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0
@@ -121,7 +125,7 @@ class Producer(_ProducerBase):
         self._settings = ProducerSettings.from_config(shipped)
         self._max_message_bytes = int(conf["message.max.bytes"])
         self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
-        self._flush_messages = _FLUSH_MESSAGES  # unsent messages that wake the flusher early (C produce too)
+        self._flush_messages = _FLUSH_MESSAGES  # unsent messages that produce() hands over (C produce too)
         self._checked_cb: Callable[..., Any] | None = None  # the last callback known to be callable
         self._buffers = new_producer_buffers(int(conf["queue.buffering.max.messages"]),
                                              int(conf["queue.buffering.max.kbytes"]))
@@ -223,7 +227,8 @@ class Producer(_ProducerBase):
                     not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
                 raise BufferError("Local: Queue full")
         unsent = buffers.unsent
-        if unsent == 1 and self._wake_on_first and self._flusher_idle and self._hand_over_now(topic, partition):
+        if ((unsent == 1 and self._wake_on_first and self._flusher_idle) or unsent >= self._flush_messages) \
+                and self._hand_over_now(topic, partition):
             return
         if (unsent >= self._flush_messages or (unsent == 1 and (self._wake_on_first or self._flusher_idle))) \
                 and not self._wake.is_set():
@@ -491,9 +496,10 @@ class Producer(_ProducerBase):
                     self._logger.log(logging.ERROR, "kqactors producer flusher failed", exc_info=True)
 
     def _hand_over_now(self, topic: str, partition: int) -> bool:
-        """linger.ms=0 and the flusher sleeps: hand the one unsent message over from the producing thread,
-        which saves waking the flusher (a thread wake-up plus a GIL hand-off, often a tenth of a
-        millisecond or more). Only to a toppar that runs already: starting one may block for a while."""
+        """Hand what is unsent over from the producing thread: the one message when linger.ms=0 and the
+        flusher sleeps, or a backlog of _FLUSH_MESSAGES. Saves waking the flusher (a thread wake-up plus a
+        GIL hand-off, a tenth of a millisecond when idle, a 5 ms switch interval per blocking call when this
+        thread produces flat out). Only to a toppar that runs already: starting one may block for a while."""
         if not self._buffers.buffer_for(topic, partition).spawned or not self._handover_lock.acquire(False):
             return False
         try:

@@ -184,3 +184,31 @@ def test_linger_zero_hands_over_from_the_producing_thread_while_the_flusher_slee
         assert senders == [threading.current_thread().name]
         assert producer.flush(30) == 0
     assert [msg.value() for err, msg in reports if err is None] == [b"first", b"second"]
+
+
+def test_a_backlog_is_handed_over_by_the_producing_thread_without_waiting_for_linger(mock_cluster, unique_topic):
+    """With _flush_messages unsent, produce() hands them over itself, long before linger.ms (and without
+    the flusher, which would have to queue for the GIL behind a thread producing flat out)."""
+    reports, on_delivery = _collect()
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 60_000,
+                   "on_delivery": on_delivery}) as producer:
+        producer.produce(unique_topic, value=b"warm", partition=0)
+        assert producer.flush(30) == 0  # the toppar runs
+        producer._flush_messages = 50
+        producer._tick_s = 60.0  # the flusher's own hand-over, every tick, would come after a minute
+        time.sleep(0.05)  # its current short wait ends
+        senders: list[str] = []
+        send_many = producer._rt.send_many
+
+        def recording_send_many(items):
+            senders.append(threading.current_thread().name)
+            return send_many(items)
+
+        producer._rt.send_many = recording_send_many
+        for index in range(49):
+            producer.produce(unique_topic, value=b"%d" % index, partition=0)
+        assert senders == []  # below the mark: linger.ms (a minute) holds them
+        producer.produce(unique_topic, value=b"49", partition=0)
+        assert senders == [threading.current_thread().name]
+        assert producer.flush(30) == 0
+    assert [msg.value() for err, msg in reports if err is None] == [b"warm"] + [b"%d" % i for i in range(50)]

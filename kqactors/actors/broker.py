@@ -66,6 +66,7 @@ class BrokerActor(Actor):
         self.backoff = ReconnectBackoff(int(_conf(config, "reconnect.backoff.ms", 100)),
                                         int(_conf(config, "reconnect.backoff.max.ms", 10000)))
         self.sock: socket.socket | None = None
+        self._recv_buf = memoryview(bytearray(RECV_SIZE))  # reused: a fresh 256 KiB per read cost page faults
         self.want_write = False
         self.unsent_xmits: list[XmitEntry] = []
         self.unsent_requests: list[tuple[Op, float]] = []
@@ -389,13 +390,14 @@ class BrokerActor(Actor):
         now = time.monotonic()
         was_up = self.conn.state == ConnState.UP
         try:
+            buf = self._recv_buf
             while True:
-                data = self.sock.recv(RECV_SIZE)
-                if not data:
+                received = self.sock.recv_into(buf)
+                if not received:
                     self._disconnect("connection closed by broker", now)
                     return
-                self._dispatch(self.conn.feed(data, now))
-                if len(data) < RECV_SIZE or self.sock is None:
+                self._dispatch(self.conn.feed(buf[:received], now))
+                if received < RECV_SIZE or self.sock is None:
                     break
         except (BlockingIOError, InterruptedError):
             pass

@@ -214,27 +214,28 @@ class Connection:
     def feed(self, data: bytes | memoryview, now: float) -> list[Completion]:
         """Bytes from the socket; returns the requests they complete. A framing error raises ConnectionError
         (the actor then disconnects, which fails everything outstanding)."""
-        self._rx += data
-        done: list[Completion] = []
         rx = self._rx
+        rx += data
+        done: list[Completion] = []
         pos = 0
-        while len(rx) - pos >= 4:
-            (size,) = _SIZE.unpack_from(rx, pos)
-            if size < 4 or size > MAX_RESPONSE_SIZE:
-                raise ConnectionError(f"invalid response frame size {size}")
-            if len(rx) - pos - 4 < size:
-                break
-            frame = bytes(rx[pos + 4:pos + 4 + size])
-            pos += 4 + size
-            completion = self._on_frame(frame, now)
-            if completion is not None:
-                done.append(completion)
+        with memoryview(rx) as view:  # frames are read through it: a response body is copied once
+            while len(rx) - pos >= 4:
+                (size,) = _SIZE.unpack_from(rx, pos)
+                if size < 4 or size > MAX_RESPONSE_SIZE:
+                    raise ConnectionError(f"invalid response frame size {size}")
+                if len(rx) - pos - 4 < size:
+                    break
+                with view[pos + 4:pos + 4 + size] as frame:
+                    completion = self._on_frame(frame, now)
+                pos += 4 + size
+                if completion is not None:
+                    done.append(completion)
         if pos:
             del rx[:pos]
             self._pump(now)
         return done
 
-    def _on_frame(self, frame: bytes, now: float) -> Completion | None:
+    def _on_frame(self, frame: memoryview, now: float) -> Completion | None:
         (corr_id,) = _SIZE.unpack_from(frame, 0)
         req = self.in_flight.pop(corr_id, None)
         if req is None:
@@ -244,7 +245,7 @@ class Connection:
             _, offset = decode_response_header(frame, req.api_key, req.api_version)
         except ProtocolError as exc:
             raise ConnectionError(f"bad response header for corr id {corr_id}: {exc}") from exc
-        body = frame[offset:]
+        body = bytes(frame[offset:])
         if req.handshake:
             return self._on_api_versions(req, body, now)
         return Completion(req, ERR_NO_ERROR, body)

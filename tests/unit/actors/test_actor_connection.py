@@ -151,6 +151,23 @@ def test_in_flight_window_and_responses_split_across_reads():
     assert more[0]["rest"] == b"\x00" + b"aa" + b"batch"  # tagged fields, then the spliced body parts
 
 
+def test_responses_read_through_a_reused_buffer_own_their_bytes():
+    """The broker actor reads into one buffer it reuses: a completed response must not point into it."""
+    conn = up_connection(max_in_flight=2)
+    for i in range(2):
+        conn.enqueue(Request(PRODUCE, 9, [b"req"], flexible=True, context=i), 1.0)
+    drain(conn)
+    stream = response_frame(2, b"first" * 1000, True) + response_frame(3, b"second", True)
+    buf = memoryview(bytearray(4096))
+    done = []
+    for start in range(0, len(stream), len(buf)):
+        chunk = stream[start:start + len(buf)]
+        buf[:len(chunk)] = chunk
+        done += conn.feed(buf[:len(chunk)], 1.1)
+        buf[:] = b"\xee" * len(buf)  # the next read overwrites it
+    assert [(c.request.context, bytes(c.response)) for c in done] == [(0, b"first" * 1000), (1, b"second")]
+
+
 def test_partial_writes_keep_byte_order():
     conn = up_connection()
     conn.enqueue(Request(METADATA, 1, [b"x" * 100], context="a"), 0.0)

@@ -81,13 +81,20 @@ def unpack_headers(data: bytes | memoryview, pos: int = 0) -> list[tuple[str, by
 
 
 class MessageBatchWriter:
-    """Builds one frame of decoded messages and events for one partition (toppar side)."""
+    """Builds one frame of decoded messages and events for one partition (toppar side).
 
-    __slots__ = ("_index", "_data", "count", "messages", "last_offset")
+    The data section is kept as parts until ``getvalue``: a v2 batch's records section (decompressed, up to
+    a MiB) is referenced, not copied, so it is copied once, into the frame; small pieces (legacy records,
+    error texts) go to a bytearray tail.
+    """
+
+    __slots__ = ("_index", "_parts", "_parts_len", "_tail", "count", "messages", "last_offset")
 
     def __init__(self) -> None:
         self._index = bytearray()
-        self._data = bytearray()
+        self._parts: list[bytes | bytearray | memoryview] = []  # records sections, finished tails: in order
+        self._parts_len = 0
+        self._tail = bytearray()
         #: Entries (messages and events).
         self.count = 0
         #: Message entries only (what prefetch credit counts).
@@ -107,7 +114,8 @@ class MessageBatchWriter:
         ``timestamp_type`` is the Message constant (0/1/2). Returns how many records were appended.
         """
         index = self._index
-        data = self._data
+        data = self._tail
+        base = self._parts_len
         pack = _ENTRY.pack
         added = 0
         offset = -1
@@ -117,15 +125,15 @@ class MessageBatchWriter:
             if key is None:
                 key_pos = key_len = -1
             else:
-                key_pos, key_len = len(data), len(key)
+                key_pos, key_len = base + len(data), len(key)
                 data += key
             if value is None:
                 value_pos = value_len = -1
             else:
-                value_pos, value_len = len(data), len(value)
+                value_pos, value_len = base + len(data), len(value)
                 data += value
             if headers:
-                headers_pos = len(data)
+                headers_pos = base + len(data)
                 data += pack_headers(headers)
             else:
                 headers_pos = _NO_HEADERS
@@ -158,8 +166,13 @@ class MessageBatchWriter:
         Returns how many records were appended. The index is written by the C twin of ``pack_v2_records``
         when it is built and not switched off (kqactors/native.py); both write the same entries.
         """
-        index_mark, data_mark = len(self._index), len(self._data)
-        self._data += memoryview(records)[pos:end]
+        if self._tail:  # the section goes after it
+            self._parts.append(self._tail)
+            self._parts_len += len(self._tail)
+            self._tail = bytearray()
+        index_mark, data_mark = len(self._index), self._parts_len
+        self._parts.append(memoryview(records)[pos:end])
+        self._parts_len += end - pos
         native = _native_records
         try:
             if native is None:
@@ -174,21 +187,26 @@ class MessageBatchWriter:
                 )  # fmt: skip
         except BaseException:
             del self._index[index_mark:]
-            del self._data[data_mark:]
+            self._drop_last_part(data_mark)
             raise
         if added:
             self.count += added
             self.messages += added
             self.last_offset = last
         else:
-            del self._data[data_mark:]
+            self._drop_last_part(data_mark)
         return added
+
+    def _drop_last_part(self, data_mark: int) -> None:
+        self._parts.pop()
+        self._parts_len = data_mark
 
     def add_error(self, offset: int, code: int, reason: str) -> None:
         """An error event at ``offset`` (delivered as a Message whose error() is set)."""
         encoded = reason.encode()
-        self._index += _ENTRY.pack(offset, 0, -1, code, len(self._data), len(encoded), _NO_HEADERS, KIND_ERROR, -1)
-        self._data += encoded
+        position = self._parts_len + len(self._tail)
+        self._index += _ENTRY.pack(offset, 0, -1, code, position, len(encoded), _NO_HEADERS, KIND_ERROR, -1)
+        self._tail += encoded
         self.count += 1
 
     def add_skip(self, offset: int, leader_epoch: int) -> None:
@@ -204,11 +222,11 @@ class MessageBatchWriter:
 
     @property
     def nbytes(self) -> int:
-        return _COUNT.size + len(self._index) + len(self._data)
+        return _COUNT.size + len(self._index) + self._parts_len + len(self._tail)
 
     def getvalue(self) -> bytes:
         """The frame (one allocation of its full size)."""
-        return b"".join((_COUNT.pack(self.count), self._index, self._data))
+        return b"".join((_COUNT.pack(self.count), self._index, *self._parts, self._tail))
 
 
 def _event_message(

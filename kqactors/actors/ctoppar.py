@@ -78,6 +78,7 @@ class ConsumerTopparActor(Actor):
         #: (version, frames to send the app) in fetch order; the head one is being decoded step by step.
         self._outbound: deque[tuple[int, Iterator[Op]]] = deque()
         self._step_posted = False
+        self._flow_sent = True  # the fetch flow state the broker actor was last told (see _update_flow)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
@@ -147,13 +148,14 @@ class ConsumerTopparActor(Actor):
     @on(cops.CREDIT)
     def _on_credit(self, op: Op) -> None:
         p = op.payload
-        change = self.credit.credited(int(p["version"]), int(p["messages"]), int(p["nbytes"]))
-        self._flow(change)
+        self.credit.credited(int(p["version"]), int(p["messages"]), int(p["nbytes"]))
+        self._update_flow()
 
     @on(cops.PREFETCH_LIMITS)
     def _on_limits(self, op: Op) -> None:
         p = op.payload
-        self._flow(self.credit.set_limits(int(p["max_messages"]), int(p["max_bytes"])))
+        self.credit.set_limits(int(p["max_messages"]), int(p["max_bytes"]))
+        self._update_flow()
 
     # ---- main --------------------------------------------------------------------------------------------
 
@@ -192,7 +194,8 @@ class ConsumerTopparActor(Actor):
             if batch.is_empty:
                 continue
             self.delivered_messages += batch.messages
-            self._flow(self.credit.delivered(batch.messages, batch.nbytes))
+            self.credit.delivered(batch.messages, batch.nbytes)
+            self._update_flow()
             yield Op(cops.CONSUMER_BATCH, {
                 "topic": self.topic, "partition": self.partition, "version": sl.version,
                 "messages": batch.messages, "high_watermark": sl.high_watermark,
@@ -203,6 +206,7 @@ class ConsumerTopparActor(Actor):
         self._outbound.append((self.version, frames))
         if not self._step_posted:
             self._send_step()
+        self._update_flow()
 
     @on(_DECODE_STEP)
     def _on_decode_step(self, _op: Op) -> None:
@@ -217,6 +221,7 @@ class ConsumerTopparActor(Actor):
             op = next(frames, None) if version == self.version else None  # else: seeked or stopped since
             if op is None:
                 outbound.popleft()
+                self._update_flow()
                 continue
             self.ctx.send("app", op, qid=self.app_qid)
             self._step_posted = True
@@ -241,13 +246,22 @@ class ConsumerTopparActor(Actor):
         if not self.active or self.broker_id < 0:
             return
         offset = self.next_offset if self.next_offset >= 0 else self.start_offset
+        self._flow_sent = self._fetch_wanted()
         self._to_broker(self.broker_id, cops.BROKER_FETCH_START, {
-            "offset": offset, "version": self.version, "flow_open": self.credit.fetch_allowed,
-            "paused": self.paused})
+            "offset": offset, "version": self.version, "flow_open": self._flow_sent, "paused": self.paused})
 
-    def _flow(self, change: bool | None) -> None:
-        if change is not None and self.active and self.broker_id >= 0:
-            self._to_broker(self.broker_id, cops.FETCH_FLOW, {"open": change, "version": self.version})
+    def _fetch_wanted(self) -> bool:
+        """Prefetch credit is left, and at most the slice being decoded waits here: credit is charged as
+        frames are decoded, so without the second condition slices could pile up undecoded."""
+        return self.credit.fetch_allowed and len(self._outbound) <= 1
+
+    def _update_flow(self) -> None:
+        """Tell the broker actor when fetching this partition should stop or go on."""
+        wanted = self._fetch_wanted()
+        if wanted != self._flow_sent:
+            self._flow_sent = wanted
+            if self.active and self.broker_id >= 0:
+                self._to_broker(self.broker_id, cops.FETCH_FLOW, {"open": wanted, "version": self.version})
 
     def _to_broker(self, broker_id: int, op_type: str, payload: dict[str, Any]) -> None:
         self.ctx.send(ops.broker_name(broker_id), Op(op_type, {"topic": self.topic, "partition": self.partition, **payload}))

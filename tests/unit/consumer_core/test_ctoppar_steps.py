@@ -17,20 +17,25 @@ NAME = "ctoppar/t/0"
 BROKER = ops.broker_name(1)
 
 
-def _records(count: int) -> bytes:
+def _records(count: int, first: int = 0) -> bytes:
+    """``count`` records from offset ``first``, in zstd batches of 10."""
     return b"".join(bytes(build_batch([(0, None, b"v%d" % (base + i), None) for i in range(10)],
-                                      base_offset=base, codec=ZSTD)) for base in range(0, count, 10))
+                                      base_offset=base, codec=ZSTD)) for base in range(first, first + count, 10))
 
 
 class _Harness:
     def __init__(self) -> None:
         self.to_app: list[Op] = []
-        self.core = HostCore("h0", lambda key, batch: self.to_app.extend(
-            op for op in batch if op.type == cops.CONSUMER_BATCH))
+        self.flows: list[bool] = []  # FETCH_FLOW "open" values sent to the broker actor, in order
+        self.core = HostCore("h0", self._transmit)
         self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", "main": "h1"}}, target=HOST_CONTROL)])
         self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
         self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0}, sender="app"),
                      Op(ops.LEADER, {"broker_id": 1}, sender="main"))
+
+    def _transmit(self, _key: str, batch: list[Op]) -> None:
+        self.to_app.extend(op for op in batch if op.type == cops.CONSUMER_BATCH)
+        self.flows.extend(op.payload["open"] for op in batch if op.type == cops.FETCH_FLOW)
 
     def deliver(self, *batch: Op) -> None:
         for op in batch:
@@ -83,3 +88,15 @@ def test_frames_not_yet_sent_are_dropped_when_the_partition_is_stopped(small_ste
     h.deliver(h.fetched(_records(100), 0, 100), Op(cops.FETCH_STOP, {"version": 3}, sender="app"))
     h.run()
     assert [op.payload["messages"] for op in h.to_app] == [10]
+
+
+def test_fetching_pauses_while_a_second_slice_waits_to_be_decoded(small_steps: None) -> None:
+    """Credit is charged as frames are decoded, so slices fetched meanwhile would pile up undecoded: the
+    broker actor is told to stop fetching while one waits, and to go on once it is being decoded."""
+    h = _Harness()
+    h.run()
+    h.deliver(h.fetched(_records(100), 0, 100), h.fetched(_records(50, first=100), 100, 150))
+    h.run()
+    assert h.flows == [False, True]
+    assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
+

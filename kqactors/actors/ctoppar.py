@@ -190,9 +190,20 @@ class ConsumerTopparActor(Actor):
         self._queue_outbound(self._decoded_ops(sl))
 
     def _decoded_ops(self, sl: FetchedSlice) -> Iterator[Op]:
-        for batch in self.decoder.decode_chunks(sl, DECODE_STEP_BYTES):
+        chunks = self.decoder.decode_chunks(sl, DECODE_STEP_BYTES)
+        undelivered = sl.fetch_offset
+        while True:
+            try:
+                batch = next(chunks, None)
+            except Exception as exc:  # noqa: BLE001 - a decoder bug: the rest of the slice is lost, said so
+                log.exception("%s: decoding a slice at offset %d failed", self.ctx.name, undelivered)
+                yield self._error_op(undelivered, ops.ERR__BAD_MSG, f"decoding failed: {exc!r}")
+                return
+            if batch is None:
+                return
             if batch.is_empty:
                 continue
+            undelivered = max(undelivered, batch.last_offset + 1)
             self.delivered_messages += batch.messages
             self.credit.delivered(batch.messages, batch.nbytes)
             self._update_flow()
@@ -268,12 +279,15 @@ class ConsumerTopparActor(Actor):
 
     def _send_error(self, offset: int, code: int, reason: str) -> None:
         """An error event for the app, behind whatever fetched data is still on its way there."""
+        self._queue_outbound(iter((self._error_op(offset, code, reason),)))
+
+    def _error_op(self, offset: int, code: int, reason: str) -> Op:
         writer = MessageBatchWriter()
         writer.add_error(offset, code, reason)
-        self._queue_outbound(iter((Op(cops.CONSUMER_BATCH, {
+        return Op(cops.CONSUMER_BATCH, {
             "topic": self.topic, "partition": self.partition, "version": self.version, "messages": 0,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-        }, [writer.getvalue()]),)))  # fmt: skip
+        }, [writer.getvalue()])  # fmt: skip
 
 
 class HostWarmupActor(Actor):

@@ -94,7 +94,7 @@ class FetchedSlice:
 class DecodedBatch:
     """The decoder's output for one slice: a packed frame plus counts for stats and prefetch credit."""
 
-    __slots__ = ("topic", "partition", "version", "frame", "messages", "entries", "next_offset",
+    __slots__ = ("topic", "partition", "version", "frame", "messages", "entries", "next_offset", "last_offset",
                  "skipped_aborted", "skipped_control", "errors")
 
     def __init__(self, sl: FetchedSlice, writer: MessageBatchWriter, counts: _Counts) -> None:
@@ -105,6 +105,7 @@ class DecodedBatch:
         self.messages = writer.messages
         self.entries = writer.count
         self.next_offset = sl.next_offset
+        self.last_offset = writer.last_offset  # of the last message in the frame, -1 if none
         self.skipped_aborted = counts.aborted
         self.skipped_control = counts.control
         self.errors = counts.errors

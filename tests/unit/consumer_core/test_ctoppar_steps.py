@@ -100,3 +100,35 @@ def test_fetching_pauses_while_a_second_slice_waits_to_be_decoded(small_steps: N
     assert h.flows == [False, True]
     assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
 
+
+
+def test_a_decoder_failure_mid_slice_reaches_the_app_as_an_error_and_later_slices_go_on(
+        small_steps: None, caplog: pytest.LogCaptureFixture) -> None:
+    h = _Harness()
+    h.run()
+    actor = h.core.actors[NAME].actor
+    actor.decoder = _FailsAfterOneFrame(actor.decoder)
+    h.deliver(h.fetched(_records(100), 0, 100), h.fetched(_records(20, first=100), 100, 120))
+    h.run()
+    taken = h.taken()
+    delivered = [offset for offset, _, error in taken if not error]
+    first_frame = delivered[:-20]
+    assert first_frame == list(range(len(first_frame))) and 0 < len(first_frame) < 100
+    assert delivered[-20:] == list(range(100, 120))
+    # the error names the first offset the app did not get, and comes right after the first frame
+    assert [(i, offset) for i, (offset, _, error) in enumerate(taken) if error] == [(len(first_frame),) * 2]
+    assert f"decoding a slice at offset {len(first_frame)} failed" in caplog.text
+
+
+class _FailsAfterOneFrame:
+    """A decoder with a bug: the slice at offset 0 raises after its first frame."""
+
+    def __init__(self, decoder) -> None:
+        self._decoder = decoder
+
+    def decode_chunks(self, sl, chunk_bytes):
+        chunks = self._decoder.decode_chunks(sl, chunk_bytes)
+        yield next(chunks)
+        if sl.fetch_offset == 0:
+            raise RuntimeError("decoder bug")
+        yield from chunks

@@ -95,9 +95,7 @@ class TopparActor(Actor):
         try:
             first_msgid = int(payload["first_msgid"])
             count = int(payload["count"])
-            frame = op.frames[0]
-            if type(frame) is not bytes:
-                frame = bytes(frame)
+            frame = op.frames[0]  # bytes, or a zero-copy memoryview of what the transport received: kept as is
             if len(frame) < _PACKED_ENTRY_SIZE * count:
                 raise ValueError(f"frame of {len(frame)} bytes cannot hold {count} messages")
             enq_time = float(payload["enq_time"])

@@ -49,6 +49,10 @@ _DECODE_STEP = "CTOPPAR_DECODE_STEP"
 #: Decoded bytes per frame sent to the app: big enough that per-frame costs vanish, small enough that the
 #: first messages of a large fetch leave within a millisecond or two of its arrival.
 DECODE_STEP_BYTES = 1 << 20
+#: Fetched bytes that may wait here undecoded while the partition's fetching stays open. Small slices (a
+#: few messages each, at low rates) then never close it, which would cost a FETCH_FLOW round trip through
+#: the broker actor and a skipped Fetch; a large slice still closes it until decoded.
+MAX_UNDECODED_BYTES = 1 << 20
 _JOIN_RETRY_S = 0.2
 _AUTO_OFFSET_RESET = ERROR_CODES["_AUTO_OFFSET_RESET"]
 
@@ -75,8 +79,10 @@ class ConsumerTopparActor(Actor):
         self.joined = False
         self.delivered_messages = 0
         self.dropped_slices = 0
-        #: (version, frames to send the app) in fetch order; the head one is being decoded step by step.
-        self._outbound: deque[tuple[int, Iterator[Op]]] = deque()
+        #: (version, frames to send the app, fetched bytes) in fetch order; the head one is being decoded
+        #: step by step.
+        self._outbound: deque[tuple[int, Iterator[Op], int]] = deque()
+        self._undecoded_bytes = 0  # fetched bytes of the slices in _outbound
         self._step_posted = False
         self._flow_sent = True  # the fetch flow state the broker actor was last told (see _update_flow)
 
@@ -114,7 +120,7 @@ class ConsumerTopparActor(Actor):
         if version < self.version:
             return
         self.version = version
-        self._outbound.clear()
+        self._clear_outbound()
         self.credit.reset(version)
         self.credit.set_limits(int(p.get("max_messages", self.credit.max_messages)),
                                int(p.get("max_bytes", self.credit.max_bytes)))
@@ -139,7 +145,7 @@ class ConsumerTopparActor(Actor):
         if version < self.version:
             return
         self.version = version
-        self._outbound.clear()
+        self._clear_outbound()
         self.credit.reset(version)
         if self.active and self.broker_id >= 0:
             self._to_broker(self.broker_id, cops.BROKER_FETCH_STOP, {"version": version})
@@ -187,7 +193,7 @@ class ConsumerTopparActor(Actor):
             return
         sl = FetchedSlice.from_payload(p, op.frames[0] if op.frames else b"")
         self.next_offset = sl.next_offset
-        self._queue_outbound(self._decoded_ops(sl))
+        self._queue_outbound(self._decoded_ops(sl), len(sl.records))
 
     def _decoded_ops(self, sl: FetchedSlice) -> Iterator[Op]:
         chunks = self.decoder.decode_chunks(sl, DECODE_STEP_BYTES)
@@ -213,8 +219,9 @@ class ConsumerTopparActor(Actor):
                 "last_stable_offset": sl.last_stable_offset, "log_start_offset": sl.log_start_offset,
             }, [batch.frame])  # fmt: skip
 
-    def _queue_outbound(self, frames: Iterator[Op]) -> None:
-        self._outbound.append((self.version, frames))
+    def _queue_outbound(self, frames: Iterator[Op], fetched_bytes: int = 0) -> None:
+        self._outbound.append((self.version, frames, fetched_bytes))
+        self._undecoded_bytes += fetched_bytes
         if not self._step_posted:
             self._send_step()
         self._update_flow()
@@ -228,10 +235,11 @@ class ConsumerTopparActor(Actor):
         """Send the next frame of the oldest outbound job, then come back for more in the next host turn."""
         outbound = self._outbound
         while outbound:
-            version, frames = outbound[0]
+            version, frames, fetched_bytes = outbound[0]
             op = next(frames, None) if version == self.version else None  # else: seeked or stopped since
             if op is None:
                 outbound.popleft()
+                self._undecoded_bytes -= fetched_bytes
                 self._update_flow()
                 continue
             self.ctx.send("app", op, qid=self.app_qid)
@@ -262,9 +270,14 @@ class ConsumerTopparActor(Actor):
             "offset": offset, "version": self.version, "flow_open": self._flow_sent, "paused": self.paused})
 
     def _fetch_wanted(self) -> bool:
-        """Prefetch credit is left, and at most the slice being decoded waits here: credit is charged as
+        """Prefetch credit is left, and little fetched data waits here undecoded: credit is charged as
         frames are decoded, so without the second condition slices could pile up undecoded."""
-        return self.credit.fetch_allowed and len(self._outbound) <= 1
+        return self.credit.fetch_allowed and (len(self._outbound) <= 1
+                                              or self._undecoded_bytes < MAX_UNDECODED_BYTES)
+
+    def _clear_outbound(self) -> None:
+        self._outbound.clear()
+        self._undecoded_bytes = 0
 
     def _update_flow(self) -> None:
         """Tell the broker actor when fetching this partition should stop or go on."""

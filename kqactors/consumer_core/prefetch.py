@@ -112,7 +112,8 @@ class CreditReturner:
 
     A partition whose toppar stopped fetching has at least its full limit outstanding; once the app consumes
     that, the accumulated amount passes the threshold (a fraction of the limit), so credit always flows back
-    while the application keeps consuming. ``flush`` sends the small remainders (e.g. when the queue runs dry).
+    while the application keeps consuming. ``flush`` (when the app's queue runs dry) sends what lowered limits
+    made due.
     """
 
     def __init__(self, fraction: float = RETURN_FRACTION) -> None:
@@ -151,10 +152,15 @@ class CreditReturner:
         return None
 
     def flush(self) -> list[tuple[Hashable, int, int, int]]:
-        """Every non-empty remainder as (key, version, messages, nbytes)."""
+        """The remainders now due, as (key, version, messages, nbytes), for when the app's queue runs dry.
+
+        A remainder below its threshold stays: a threshold never exceeds its limit, so it alone cannot keep
+        fetching closed, and returning it on every dry queue would cost the toppar a wake-up per batch at
+        low rates. One at or above it (its limits were lowered since) is due now: nothing consumed later
+        would send it."""
         out = []
         for key, pending in self._pending.items():
-            if pending.messages or pending.nbytes:
+            if pending.messages >= pending.threshold_messages or pending.nbytes >= pending.threshold_bytes:
                 out.append((key, *self._take(pending)))
         return out
 

@@ -51,12 +51,14 @@ def test_partition_limits_share_the_byte_budget() -> None:
     assert partition_limits(settings, 0) == (500, 1_048_576)
 
 
-def test_returner_sends_at_a_quarter_and_flushes_remainders() -> None:
+def test_returner_sends_at_a_quarter_and_flushes_only_what_lowered_limits_made_due() -> None:
     returner = CreditReturner()
     returner.set_limits("p", 100, 10_000)
     assert returner.consumed("p", 1, 20, 100) is None
     assert returner.consumed("p", 1, 5, 100) == (1, 25, 200)
     assert returner.consumed("p", 1, 1, 10) is None
+    assert returner.flush() == []  # below the threshold: it cannot keep fetching closed, so it waits
+    returner.set_limits("p", 4, 10_000)  # more partitions assigned: the threshold drops to 1 message
     assert returner.flush() == [("p", 1, 1, 10)]
     assert returner.flush() == []
 
@@ -67,7 +69,7 @@ def test_returner_drops_older_versions_and_unknown_partitions() -> None:
     returner.consumed("p", 2, 3, 30)
     assert returner.consumed("p", 1, 50, 50) is None
     assert returner.consumed("p", 3, 1, 1) is None  # newer version: older remainder discarded
-    assert returner.flush() == [("p", 3, 1, 1)]
+    assert returner.consumed("p", 3, 24, 1) == (3, 25, 2)
     assert returner.consumed("unknown", 1, 1000, 10**9) is None
     returner.forget("p")
     assert returner.consumed("p", 3, 1000, 10**9) is None
@@ -75,10 +77,12 @@ def test_returner_drops_older_versions_and_unknown_partitions() -> None:
         CreditReturner(0)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 50), st.integers(100, 5000), st.integers(1, 40), st.integers(0, 2**32))
-def test_app_and_toppar_never_deadlock_and_stay_bounded(max_msgs, max_bytes, fetch_msgs, seed) -> None:
-    """Fetch while allowed, the app consumes a random amount each round; all produced data gets consumed."""
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 50), st.integers(100, 5000), st.integers(1, 40), st.integers(0, 2**32),
+       st.one_of(st.none(), st.tuples(st.integers(0, 300), st.integers(1, 50), st.integers(1, 5000))))
+def test_app_and_toppar_never_deadlock_and_stay_bounded(max_msgs, max_bytes, fetch_msgs, seed, lowered) -> None:
+    """Fetch while allowed, the app consumes a random amount each round; all produced data gets consumed,
+    also when both sides get new (e.g. lowered) limits at some round."""
     rng = random.Random(seed)
     credit = PrefetchCredit(max_msgs, max_bytes, version=1)
     returner = CreditReturner()
@@ -87,15 +91,19 @@ def test_app_and_toppar_never_deadlock_and_stay_bounded(max_msgs, max_bytes, fet
     to_fetch = 400
     consumed = 0
     msg_size = 37
-    for _ in range(10_000):
+    for round_ in range(10_000):
+        if lowered is not None and round_ == lowered[0]:
+            max_msgs, max_bytes = lowered[1], lowered[2]
+            credit.set_limits(max_msgs, max_bytes)
+            returner.set_limits("p", max_msgs, max_bytes)
         if credit.fetch_allowed and to_fetch:
             n = min(fetch_msgs, to_fetch)
             to_fetch -= n
             queue.append((n, n * msg_size))
             credit.delivered(n, n * msg_size)
-            # bounded: at most one fetch beyond a limit
-            assert credit.outstanding_messages < max_msgs + fetch_msgs
-            assert credit.outstanding_bytes < max_bytes + fetch_msgs * msg_size
+            if lowered is None:  # bounded: at most one fetch beyond a limit
+                assert credit.outstanding_messages < max_msgs + fetch_msgs
+                assert credit.outstanding_bytes < max_bytes + fetch_msgs * msg_size
         if queue and rng.random() < 0.7:
             n, nbytes = queue.pop(0)
             consumed += n

@@ -90,15 +90,30 @@ def test_frames_not_yet_sent_are_dropped_when_the_partition_is_stopped(small_ste
     assert [op.payload["messages"] for op in h.to_app] == [10]
 
 
-def test_fetching_pauses_while_a_second_slice_waits_to_be_decoded(small_steps: None) -> None:
+def test_fetching_pauses_while_a_second_slice_waits_to_be_decoded(small_steps: None,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Credit is charged as frames are decoded, so slices fetched meanwhile would pile up undecoded: the
-    broker actor is told to stop fetching while one waits, and to go on once it is being decoded."""
+    broker actor is told to stop fetching while more than MAX_UNDECODED_BYTES wait, and to go on once only
+    the one being decoded is left."""
+    first, second = _records(100), _records(50, first=100)
+    monkeypatch.setattr(ctoppar, "MAX_UNDECODED_BYTES", len(first) + len(second))
     h = _Harness()
     h.run()
-    h.deliver(h.fetched(_records(100), 0, 100), h.fetched(_records(50, first=100), 100, 150))
+    h.deliver(h.fetched(first, 0, 100), h.fetched(second, 100, 150))
     h.run()
     assert h.flows == [False, True]
     assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
+
+
+def test_small_slices_waiting_together_leave_fetching_open() -> None:
+    """At low rates slices of a few messages can arrive faster than the host turns; below
+    MAX_UNDECODED_BYTES they wait without a FETCH_FLOW round trip through the broker actor."""
+    h = _Harness()
+    h.run()
+    h.deliver(*(h.fetched(_records(10, first=base), base, base + 10) for base in range(0, 50, 10)))
+    h.run()
+    assert h.flows == []
+    assert [offset for offset, _, error in h.taken() if not error] == list(range(50))
 
 
 

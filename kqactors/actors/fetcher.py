@@ -255,9 +255,7 @@ class FetchingBrokerActor(BrokerActor):
         if others:
             super()._dispatch(others)
         if fetched:
-            # The next Fetch is built after this turn's flush: what was just fetched leaves for its ctoppars
-            # (and, when they live on this host, for the app) first, not behind the request's encoding.
-            self.ctx.continue_later(Op(_WAKE))
+            self._pump_fetch()
 
     def _complete_fetch(self, plan: FetchPlan, version: int, completion: Completion) -> None:
         if completion.error_code:

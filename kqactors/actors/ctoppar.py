@@ -81,7 +81,7 @@ class ConsumerTopparActor(Actor):
         self.dropped_slices = 0
         #: (version, frames to send the app, fetched bytes) in fetch order; the head one is being decoded
         #: step by step.
-        self._outbound: deque[tuple[int, Iterator[Op], int]] = deque()
+        self._outbound: deque[tuple[int, Iterator[tuple[Op, bool]], int]] = deque()
         self._undecoded_bytes = 0  # fetched bytes of the slices in _outbound
         self._step_posted = False
         self._flow_sent = True  # the fetch flow state the broker actor was last told (see _update_flow)
@@ -195,7 +195,9 @@ class ConsumerTopparActor(Actor):
         self.next_offset = sl.next_offset
         self._queue_outbound(self._decoded_ops(sl), len(sl.records))
 
-    def _decoded_ops(self, sl: FetchedSlice) -> Iterator[Op]:
+    def _decoded_ops(self, sl: FetchedSlice) -> Iterator[tuple[Op, bool]]:
+        """The slice's frames for the app, each with whether it is the last (so no further turn is needed
+        just to find the job done)."""
         chunks = self.decoder.decode_chunks(sl, DECODE_STEP_BYTES)
         undelivered = sl.fetch_offset
         while True:
@@ -203,7 +205,7 @@ class ConsumerTopparActor(Actor):
                 batch = next(chunks, None)
             except Exception as exc:  # noqa: BLE001 - a decoder bug: the rest of the slice is lost, said so
                 log.exception("%s: decoding a slice at offset %d failed", self.ctx.name, undelivered)
-                yield self._error_op(undelivered, ops.ERR__BAD_MSG, f"decoding failed: {exc!r}")
+                yield self._error_op(undelivered, ops.ERR__BAD_MSG, f"decoding failed: {exc!r}"), True
                 return
             if batch is None:
                 return
@@ -217,9 +219,9 @@ class ConsumerTopparActor(Actor):
                 "topic": self.topic, "partition": self.partition, "version": sl.version,
                 "messages": batch.messages, "high_watermark": sl.high_watermark,
                 "last_stable_offset": sl.last_stable_offset, "log_start_offset": sl.log_start_offset,
-            }, [batch.frame])  # fmt: skip
+            }, [batch.frame]), batch.final  # fmt: skip
 
-    def _queue_outbound(self, frames: Iterator[Op], fetched_bytes: int = 0) -> None:
+    def _queue_outbound(self, frames: Iterator[tuple[Op, bool]], fetched_bytes: int = 0) -> None:
         self._outbound.append((self.version, frames, fetched_bytes))
         self._undecoded_bytes += fetched_bytes
         if not self._step_posted:
@@ -232,20 +234,29 @@ class ConsumerTopparActor(Actor):
         self._send_step()
 
     def _send_step(self) -> None:
-        """Send the next frame of the oldest outbound job, then come back for more in the next host turn."""
+        """Send the next frame of the oldest outbound job, then come back for more in the next host turn
+        (unless that frame finished the last job: a small slice costs one turn)."""
         outbound = self._outbound
         while outbound:
             version, frames, fetched_bytes = outbound[0]
-            op = next(frames, None) if version == self.version else None  # else: seeked or stopped since
-            if op is None:
-                outbound.popleft()
-                self._undecoded_bytes -= fetched_bytes
-                self._update_flow()
+            item = next(frames, None) if version == self.version else None  # else: seeked or stopped since
+            if item is None:
+                self._job_done(fetched_bytes)
                 continue
+            op, final = item
             self.ctx.send("app", op, qid=self.app_qid)
+            if final:
+                self._job_done(fetched_bytes)
+                if not outbound:
+                    return
             self._step_posted = True
             self.ctx.continue_later(Op(_DECODE_STEP))
             return
+
+    def _job_done(self, fetched_bytes: int) -> None:
+        self._outbound.popleft()
+        self._undecoded_bytes -= fetched_bytes
+        self._update_flow()
 
     @on(cops.FETCH_ERROR)
     def _on_fetch_error(self, op: Op) -> None:
@@ -292,7 +303,7 @@ class ConsumerTopparActor(Actor):
 
     def _send_error(self, offset: int, code: int, reason: str) -> None:
         """An error event for the app, behind whatever fetched data is still on its way there."""
-        self._queue_outbound(iter((self._error_op(offset, code, reason),)))
+        self._queue_outbound(iter(((self._error_op(offset, code, reason), True),)))
 
     def _error_op(self, offset: int, code: int, reason: str) -> Op:
         writer = MessageBatchWriter()

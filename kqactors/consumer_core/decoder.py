@@ -95,7 +95,7 @@ class DecodedBatch:
     """The decoder's output for one slice: a packed frame plus counts for stats and prefetch credit."""
 
     __slots__ = ("topic", "partition", "version", "frame", "messages", "entries", "next_offset", "last_offset",
-                 "skipped_aborted", "skipped_control", "errors")
+                 "skipped_aborted", "skipped_control", "errors", "final")
 
     def __init__(self, sl: FetchedSlice, writer: MessageBatchWriter, counts: _Counts) -> None:
         self.topic = sl.topic
@@ -109,6 +109,8 @@ class DecodedBatch:
         self.skipped_aborted = counts.aborted
         self.skipped_control = counts.control
         self.errors = counts.errors
+        #: The slice's last batch: nothing more comes out of its decode_chunks().
+        self.final = counts.final
 
     @property
     def nbytes(self) -> int:
@@ -121,12 +123,13 @@ class DecodedBatch:
 
 
 class _Counts:
-    __slots__ = ("aborted", "control", "errors")
+    __slots__ = ("aborted", "control", "errors", "final")
 
     def __init__(self) -> None:
         self.aborted = 0
         self.control = 0
         self.errors = 0
+        self.final = False  # set on the last pair iter_decoded() yields
 
 
 def _headers_until_corrupt(buf: bytes, failure: list[CorruptRecordError]) -> Iterator[BatchHeader]:
@@ -237,6 +240,7 @@ def iter_decoded(
         counts.errors += 1
     if eof_offset >= 0:
         writer.add_eof(eof_offset)
+    counts.final = True
     yield writer, counts
 
 

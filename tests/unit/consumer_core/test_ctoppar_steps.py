@@ -147,3 +147,13 @@ class _FailsAfterOneFrame:
         if sl.fetch_offset == 0:
             raise RuntimeError("decoder bug")
         yield from chunks
+
+
+def test_a_slice_decoded_in_one_frame_costs_one_host_turn() -> None:
+    """The last frame of a slice says so: no extra turn (a host loop wake-up per slice) just to find the
+    job done."""
+    h = _Harness()
+    h.run()
+    h.deliver(h.fetched(_records(20), 0, 20))
+    assert h.run() == 1
+    assert [offset for offset, _, error in h.taken() if not error] == list(range(20))

@@ -253,26 +253,31 @@ PyObject *take_entries(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_RuntimeError, "take_entries(): bind_message() was not called");
         return NULL;
     }
-    PyObject *frame = args[0], *event = args[6];
-    if (!PyBytes_Check(frame)) {
-        PyErr_Format(PyExc_TypeError, "take_entries(): frame must be bytes, not %.100s",
-                     Py_TYPE(frame)->tp_name);
-        return NULL;
-    }
+    PyObject *event = args[6];
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
     if (start == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
     if (stop == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t data_start = PyLong_AsSsize_t(args[3]);
     if (data_start == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t frame_len = PyBytes_GET_SIZE(frame);
+    /* Any contiguous bytes-like frame: the app hands over the transport's zero-copy view as it arrived. The
+     * buffer stays exported (so it cannot be resized or released) until this call returns; every value is
+     * copied out into its own bytes object, so no Message refers to the frame afterwards. */
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "take_entries(): frame must be a bytes-like object, not %.100s",
+                     Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    Py_ssize_t frame_len = view.len;
     if (start < 0 || stop < start || data_start < FRAME_COUNT_SIZE || data_start > frame_len ||
         stop > (data_start - FRAME_COUNT_SIZE) / FRAME_ENTRY_SIZE) {
         PyErr_Format(PyExc_ValueError, "take_entries(): entries %zd..%zd with data at %zd do not fit a "
                      "%zd-byte frame", start, stop, data_start, frame_len);
+        PyBuffer_Release(&view);
         return NULL;
     }
-    Take t = {.frame = (const unsigned char *)PyBytes_AS_STRING(frame), .frame_len = frame_len,
+    Take t = {.frame = (const unsigned char *)view.buf, .frame_len = frame_len,
               .data_start = data_start, .topic = args[4], .partition = args[5]};  /* the rest zeroed */
     PyObject *out = PyList_New(0), *skipped = Py_NewRef(Py_None), *count = NULL, *result = NULL;
     Py_ssize_t messages = 0;
@@ -305,5 +310,6 @@ done:
     Py_DECREF(skipped);
     Py_XDECREF(t.timestamp);
     Py_XDECREF(t.epoch);
+    PyBuffer_Release(&view);
     return result;
 }

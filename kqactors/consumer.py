@@ -419,7 +419,7 @@ class Consumer:
             high = payload.get("high_watermark", -1)
             if high >= 0:
                 self._watermarks[(topic, partition)] = (payload.get("log_start_offset", -1), high)
-            self._ready.append(MessageBatch(topic, partition, bytes(op.frames[0]), version))
+            self._ready.append(MessageBatch(topic, partition, op.frames[0], version))  # zero-copy view
         elif op.type == cops.CTOPPAR_READY:
             self._on_toppar_ready(payload["topic"], payload["partition"], payload.get("incarnation"))
         elif op.type == ops.TOPIC_PARTITIONS:

@@ -46,6 +46,8 @@ from kqactors.native import NATIVE_RECORDS as _native_records
 from kqactors.records.reader_v2 import decode_record_headers, pack_v2_records
 from kqactors.records.varint import encode_varint
 
+Buffer = bytes | bytearray | memoryview  # what a frame may arrive as (the transport's views included)
+
 __all__ = ["MessageBatchWriter", "MessageBatch", "KIND_ERROR", "KIND_EOF", "KIND_SKIP", "pack_headers",
            "unpack_headers"]
 
@@ -241,35 +243,41 @@ def _event_message(
 
 
 def _take_entries_py(
-    frame: bytes, start: int, stop: int, base: int, topic: str, partition: int, event: Callable[..., Message]
+    frame: Buffer, start: int, stop: int, base: int, topic: str, partition: int, event: Callable[..., Message]
 ) -> tuple[list[Message], int, tuple[int, int] | None]:
     """Entries ``start`` .. ``stop - 1`` of ``frame`` (data section at ``base``) as Messages, with how many
     were message entries and the (offset, leader epoch) of the last KIND_SKIP entry, or None.
 
     The pure-Python reference of ``MessageBatch.take``'s per-entry loop; the C twin is
-    ``kqactors._native.take_entries``. Events are built by ``event`` (``_event_message``).
+    ``kqactors._native.take_entries``. Events are built by ``event`` (``_event_message``). ``frame`` is any
+    bytes-like object; keys, values and reasons come out as bytes of their own.
     """
     out: list[Message] = []
     append = out.append
     messages = 0
     skipped = None
-    entries = _ENTRY.iter_unpack(
-        memoryview(frame)[_COUNT.size + start * _ENTRY_SIZE : _COUNT.size + stop * _ENTRY_SIZE]
-    )
+    view = memoryview(frame)
+    header_source: bytes | None = None  # the header decoder reads bytes: converted once, if any entry has some
+    entries = _ENTRY.iter_unpack(view[_COUNT.size + start * _ENTRY_SIZE : _COUNT.size + stop * _ENTRY_SIZE])
     for offset, timestamp, key_pos, key_len, value_pos, value_len, headers_pos, kind, epoch in entries:
         if kind < KIND_ERROR:
+            if headers_pos < 0:
+                headers = None
+            else:
+                if header_source is None:
+                    header_source = frame if isinstance(frame, bytes) else bytes(view)
+                headers = list(decode_record_headers(header_source, base + headers_pos)[0])
             append(Message(
                 topic, partition, offset,
-                None if key_len < 0 else frame[base + key_pos : base + key_pos + key_len],
-                None if value_len < 0 else frame[base + value_pos : base + value_pos + value_len],
-                None if headers_pos < 0 else list(decode_record_headers(frame, base + headers_pos)[0]),
-                None, (kind, timestamp), None, None if epoch < 0 else epoch,
+                None if key_len < 0 else bytes(view[base + key_pos : base + key_pos + key_len]),
+                None if value_len < 0 else bytes(view[base + value_pos : base + value_pos + value_len]),
+                headers, None, (kind, timestamp), None, None if epoch < 0 else epoch,
             ))  # fmt: skip
             messages += 1
         elif kind == KIND_SKIP:
             skipped = (offset, epoch)
         else:
-            reason = frame[base + value_pos : base + value_pos + value_len] if kind == KIND_ERROR else None
+            reason = bytes(view[base + value_pos : base + value_pos + value_len]) if kind == KIND_ERROR else None
             append(event(topic, partition, offset, kind, key_len, reason))
     return out, messages, skipped
 
@@ -288,7 +296,8 @@ class MessageBatch:
     #: The per-entry loop of take(): the C twin when kqactors.native chose the extension, else the reference.
     _take_entries = staticmethod(_take_entries_py if NATIVE is None else NATIVE.take_entries)
 
-    def __init__(self, topic: str, partition: int, frame: bytes, version: int = 0) -> None:
+    def __init__(self, topic: str, partition: int, frame: Buffer, version: int = 0) -> None:
+        frame = frame if isinstance(frame, bytes) else memoryview(frame).cast("B")  # len() counts bytes
         if len(frame) < _COUNT.size:
             raise ValueError("message batch frame shorter than its count field")
         (count,) = _COUNT.unpack_from(frame, 0)

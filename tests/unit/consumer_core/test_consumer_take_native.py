@@ -97,7 +97,8 @@ MESSAGE = ("msg", 7, 1_700_000_000_000, 1, b"key", b"value" * 20, [("h", b"1"), 
 def test_native_take_matches_the_python_reference(native, rows, takes) -> None:
     frame = build_frame(rows)
     py_batch = batch_class(None)("topic", 3, frame, version=2)
-    c_batch = batch_class(native)("topic", 3, frame, version=2)
+    # the app hands the transport's zero-copy view over as it arrived: the C twin reads it in place
+    c_batch = batch_class(native)("topic", 3, memoryview(bytearray(frame)), version=2)
     for max_count in [*takes, None]:
         py_messages, py_count, py_used = py_batch.take(max_count)
         c_messages, c_count, c_used = c_batch.take(max_count)
@@ -261,7 +262,23 @@ def test_native_take_checks_its_arguments(native) -> None:
         with pytest.raises(ValueError):
             take(frame, start, stop, base, "t", 0, _event_message)
     with pytest.raises(TypeError):
-        take(bytearray(frame), 0, 2, data_start, "t", 0, _event_message)
+        take("not a buffer", 0, 2, data_start, "t", 0, _event_message)
     with pytest.raises(TypeError):
         take(frame, 0, 2, data_start, "t", 0)
     assert len(take(frame, 0, 2, data_start, "t", 0, _event_message)[0]) == 2
+
+
+@pytest.mark.parametrize("impl", ["python", "native"])
+def test_take_reads_a_view_in_place_and_lets_it_go(native, impl) -> None:
+    """A frame may be any bytes-like view (a zmq frame's): values come out as bytes of their own, and the
+    buffer is not held once take returns (a bytearray can be resized again)."""
+    take = _take_entries_py if impl == "python" else native.take_entries
+    frame = bytearray(build_frame([MESSAGE, ("error", 8, 5, "boom"), MESSAGE]))
+    data_start = COUNT.size + 3 * ENTRY.size
+    messages, count, _ = take(frame, 0, 3, data_start, "t", 0, _event_message)
+    expected, _, _ = _take_entries_py(bytes(frame), 0, 3, data_start, "t", 0, _event_message)
+    assert count == 2 and [fields(m) for m in messages] == [fields(m) for m in expected]
+    assert all(type(m.value()) is bytes and type(m.key()) is bytes for m in messages if m.error() is None)
+    frame.extend(b"more")  # raises BufferError while a view of the frame is still exported
+    frame[:] = b""
+    assert messages[0].value() == MESSAGE[5]

@@ -149,6 +149,9 @@ class Producer(_ProducerBase):
         self._restarts_seen: dict[str, int] = {}
         self._rt = Runtime(hosts=self._hosts + 1)
         try:
+            # The toppar hosts import the producer pipeline while the main host starts main, rather than one
+            # host after the other inside the first produce()'s hand-over.
+            self._rt.preload([TOPPAR_FACTORY], range(1, self._hosts + 1) if self._hosts else [0])
             self._rt.spawn("main", MAIN_FACTORY, {"config": shipped}, host=0)
         except BaseException:
             self._rt.close()

@@ -312,8 +312,3 @@ class ConsumerTopparActor(Actor):
             "topic": self.topic, "partition": self.partition, "version": self.version, "messages": 0,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
         }, [writer.getvalue()])  # fmt: skip
-
-
-class HostWarmupActor(Actor):
-    """Does nothing: spawning it on a toppar host (and stopping it at once) imports this module and the
-    decode pipeline there when the consumer starts, not at the first assign()."""

@@ -6,6 +6,7 @@ with deliver() and drains it with flush().
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import logging
 import time
@@ -39,6 +40,7 @@ STOP = "STOP"
 DIRECTORY = "DIRECTORY"
 HOST_DOWN = "HOST_DOWN"
 READY = "READY"
+PRELOAD = "PRELOAD"  # import modules now, so actors spawned later start without the import
 ACTOR_SPAWNED = "ACTOR_SPAWNED"  # host -> app: an actor spawned a child here
 ACTOR_STOPPED = "ACTOR_STOPPED"  # host -> app: an actor stopped a local actor
 
@@ -410,10 +412,21 @@ class HostCore:
             self.mark_down(payload.get("names") or ())
         elif op.type == STOP:
             self.stop_actor(payload["name"])
+        elif op.type == PRELOAD:
+            self.preload(payload.get("modules") or ())
         elif op.type == TERMINATE:
             self.terminate()
         else:
             log.warning("host %s: unknown control op %s", self.host_key, op.type)
+
+    def preload(self, modules: Any) -> None:
+        """Import ``modules`` (names or "module:Factory" paths) ahead of the spawns that need them. A failure
+        is only logged: the spawn that needs the module reports it to whoever asked for that actor."""
+        for module in modules:
+            try:
+                importlib.import_module(str(module).partition(":")[0])
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.warning("host %s: preloading %s failed", self.host_key, module, exc_info=True)
 
     def mark_down(self, names: Any) -> None:
         """Names whose host died: fail requests pending on them now rather than at their timeouts."""

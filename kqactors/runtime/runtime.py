@@ -254,14 +254,30 @@ class Runtime:
             for spec in sup.specs.values():
                 counts[spec.host] += 1
             key = min(self.host_keys, key=lambda k: counts[k])
-        elif isinstance(host, int) and not isinstance(host, bool):
-            if not 0 <= host < len(self.host_keys):
-                raise ValueError(f"host index {host} out of range (0..{len(self.host_keys) - 1})")
-            key = self.host_keys[host]
         else:
-            key = host
+            key = self._host_key(host)
         sup.spawn(name, actor_factory, args, parent, key, timeout)
         return key
+
+    def preload(self, modules: Iterable[str], hosts: Iterable[int | str]) -> None:
+        """Have ``hosts`` (indexes or keys) import ``modules`` (names, or the "module:Factory" paths given to
+        spawn) in the background, all at once. Actors spawned there later start without paying the import
+        one host after the other, and nothing waits for it now; a module that fails to import fails the
+        spawn that needs it, as it would have anyway."""
+        self._check_usable()
+        names = [str(module) for module in modules]
+        keys = [self._host_key(host) for host in hosts]
+        for key in keys:
+            self._plumbing.supervisor.preload(key, names)
+
+    def _host_key(self, host: int | str) -> str:
+        if isinstance(host, int) and not isinstance(host, bool):
+            if not 0 <= host < len(self.host_keys):
+                raise ValueError(f"host index {host} out of range (0..{len(self.host_keys) - 1})")
+            return self.host_keys[host]
+        if host not in self.host_keys:
+            raise ValueError(f"unknown host {host!r}; hosts are {self.host_keys}")
+        return host
 
     def stop(self, name: str) -> None:
         """Stop actor ``name`` (its on_stop runs) and forget it; it is not restarted."""

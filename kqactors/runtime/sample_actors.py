@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 from typing import Any
 
@@ -16,7 +17,8 @@ from .op import CHILD_EXITED, POISON, Op
 
 class EchoActor(Actor):
     """Replies to ECHO with the same payload and frames; DELAY replies after ``payload`` seconds (via a
-    timer, never blocking); SLEEP blocks this host; WEDGE blocks it deaf to SIGTERM too."""
+    timer, never blocking); LOADED tells which modules its host has imported; SLEEP blocks this host; WEDGE
+    blocks it deaf to SIGTERM too."""
 
     def __init__(self, ctx: ActorContext, **args: Any) -> None:
         super().__init__(ctx, **args)
@@ -42,6 +44,11 @@ class EchoActor(Actor):
     def who(self, op: Op) -> None:
         self.ctx.reply(op, Op("WHO", {"name": self.ctx.name, "host": self.ctx.host, "pid": os.getpid(),
                                       "args": self.args}))
+
+    @on("LOADED")
+    def loaded(self, op: Op) -> None:
+        """Which of the module names in the payload this host has imported."""
+        self.ctx.reply(op, Op("LOADED", {name: name in sys.modules for name in op.payload}))
 
     @on("IGNORE")
     def ignore(self, op: Op) -> None:

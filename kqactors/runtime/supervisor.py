@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .actor import check_name, check_spec
-from .host import APP_KEY, DIRECTORY, HOST_DOWN, SPAWN, STOP, child_exited_op
+from .host import APP_KEY, DIRECTORY, HOST_DOWN, PRELOAD, SPAWN, STOP, child_exited_op
 from .op import APP, HOST_CONTROL, ActorError, ErrorCode, Op
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,10 @@ class Supervisor:
                 self._broadcast(Op(DIRECTORY, {"remove": [name]}, target=HOST_CONTROL), exclude=host)
                 raise ActorError(ErrorCode.SPAWN_FAILED, f"{name} ({factory}): {reply.error.message}")
             self.specs[name] = spec
+
+    def preload(self, key: str, modules: list[str]) -> None:
+        """Ask host ``key`` to import ``modules`` (no reply: it imports while the app goes on)."""
+        self.channel.send(key, [Op(PRELOAD, {"modules": modules}, target=HOST_CONTROL)])
 
     def start(self, timeout: float) -> None:
         """Start every host and tell each the host list (so actors' children can be published)."""

@@ -37,6 +37,7 @@ from kqactors.message import (
 from kqactors.producer_metadata import ClusterMetadata
 from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
 from kqactors.runtime.runtime import Runtime
+from kqactors.stats import StatsEmitter
 
 __all__ = ["Consumer"]
 
@@ -108,6 +109,10 @@ class Consumer:
         self._error_cb: Callable[[KafkaError], Any] | None = callbacks.get("error_cb")
         self._logger = callbacks.get("logger") or _log
         shipped = conf.to_dict()
+        self._stats = StatsEmitter.from_config(callbacks.get("stats_cb"), "consumer",
+                                               int(conf["statistics.interval.ms"]), str(conf["client.id"]))
+        if self._stats is None:
+            shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
         self._settings = FetchSettings.from_config(shipped)
         self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
         self._positions = PositionTable(auto_store=self._settings.enable_auto_offset_store)
@@ -420,10 +425,33 @@ class Consumer:
         elif op.type == ops.ERR:
             self._on_error(KafkaError(int(payload.get("code", E["_FAIL"])), payload.get("reason") or None,
                                       fatal=bool(payload.get("fatal"))))
+        elif op.type == ops.STATS:
+            self._emit_stats(op.payload)
         elif op.type == CHILD_EXITED:
             pass  # restarts are noticed by _check_restarts
         elif self._group is not None and hasattr(self._group, "handle_op"):
             self._group.handle_op(op)
+
+    def _emit_stats(self, snapshot: Any) -> None:
+        """Complete main's snapshot with what only the app knows (positions, stored and committed offsets,
+        the group) and hand it to stats_cb."""
+        if self._stats is None:
+            return
+        queued: dict[Key, list[int]] = {}
+        for batch in self._ready:  # fetched messages waiting for consume(): librdkafka's fetch queue
+            counts = queued.setdefault((batch.topic, batch.partition), [0, 0])
+            counts[0] += len(batch)
+            counts[1] += batch.remaining_bytes
+        partitions = {(pos.topic, pos.partition): {
+            "desired": True, "app_offset": pos.position, "stored_offset": pos.stored_offset,
+            "stored_leader_epoch": pos.stored_leader_epoch, "committed_offset": pos.committed_offset,
+            "fetchq_cnt": queued.get((pos.topic, pos.partition), [0, 0])[0],
+            "fetchq_size": queued.get((pos.topic, pos.partition), [0, 0])[1],
+        } for pos in self._positions.assigned()}  # fmt: skip
+        app_fields: dict[str, Any] = {"replyq": len(self._ready), "msg_cnt": 0, "msg_size": 0}
+        if self._group is not None:
+            app_fields["cgrp"] = self._group.stats()
+        self._stats.deliver(snapshot, app_fields, partitions)
 
     def _on_error(self, error: KafkaError) -> None:
         if self._error_cb is not None:

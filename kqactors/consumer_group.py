@@ -130,6 +130,8 @@ class GroupClient:
         self._generation_id = -1
         self._join_state = "INIT"
         self._coordinator = -1
+        self.rebalance_count = 0  # assign and revoke callbacks run (statistics)
+        self.rebalanced_at = time.monotonic()
         self._last_report = 0.0
         self._commit_tags = 0
         self._closed = False
@@ -237,10 +239,18 @@ class GroupClient:
             return None
         body = self._request(Op(CGRP_COMMIT, payload), max(_DEFAULT_TIMEOUT_S, self.settings.session_timeout_ms / 1000))
         result = partitions_from_wire(body.get("partitions") or [])
+        self._note_committed(result)
         error = _error_from_tuple(body.get("error"))
         if error is not None:
             raise KafkaException(error)
         return result
+
+    def _note_committed(self, partitions: list[TopicPartition]) -> None:
+        """Offsets the group now holds for this member's partitions (statistics: committed_offset, lag)."""
+        positions = self._consumer._positions
+        for tp in partitions:
+            if tp.error is None and tp.offset >= 0:
+                positions.committed(tp.topic, tp.partition, tp.offset)
 
     def _manual_positions(self) -> list[list[Any]] | None:
         """commit() without a subscription (assign()): the consumer's positions are what is committed."""
@@ -378,9 +388,10 @@ class GroupClient:
         elif op.type == CGRP_FETCH_STOP:
             self._drop(partitions_from_wire(payload["partitions"]))
         elif op.type == CGRP_COMMIT_RESULT:
+            committed = partitions_from_wire(payload.get("partitions") or [])
+            self._note_committed(committed)
             if self._on_commit is not None:
-                self._on_commit(_error_from_tuple(payload.get("error")),
-                                partitions_from_wire(payload.get("partitions") or []))
+                self._on_commit(_error_from_tuple(payload.get("error")), committed)
         elif op.type == CGRP_STATE:
             self._member_id = payload.get("member_id") or ""
             self._generation_id = int(payload.get("generation_id", -1))
@@ -390,6 +401,12 @@ class GroupClient:
             self._surface(KafkaError.from_tuple(payload["error"]))
         else:
             log.debug("group client: unexpected op %s", op.type)
+
+    def stats(self) -> dict[str, Any]:
+        """librdkafka's ``cgrp`` statistics, from what the app side knows of the group."""
+        return {"state": "up" if self._coordinator >= 0 else "query-coord", "join_state": self._join_state.lower(),
+                "rebalance_age": int((time.monotonic() - self.rebalanced_at) * 1000),
+                "rebalance_cnt": self.rebalance_count, "assignment_size": len(self._consumer_keys())}
 
     def _surface(self, error: KafkaError) -> None:
         deliver = getattr(self._consumer, "_deliver_error", None)
@@ -423,6 +440,8 @@ class GroupClient:
         before = self._consumer_keys()
         callback = self._callbacks.get(kind)
         self._rebalance = (kind, partitions)
+        self.rebalance_count += 1
+        self.rebalanced_at = time.monotonic()
         failure: BaseException | None = None
         try:
             if callback is not None:

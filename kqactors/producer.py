@@ -37,6 +37,7 @@ from kqactors.producer_metadata import ClusterMetadata, request_metadata
 from kqactors.producer_unassigned import HeldMessage, UnassignedMessages
 from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
 from kqactors.runtime.runtime import Runtime
+from kqactors.stats import StatsEmitter
 
 __all__ = ["Producer"]
 
@@ -122,6 +123,10 @@ class Producer(_ProducerBase):
         self._null_sticky_ms = self._partitioner.null_key_sticky_ms
         self._null_sticky: dict[str, tuple[int, int, int]] = {}
         shipped = conf.to_dict()
+        self._stats = StatsEmitter.from_config(callbacks.get("stats_cb"), "producer",
+                                               int(conf["statistics.interval.ms"]), str(conf["client.id"]))
+        if self._stats is None:
+            shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
         self._settings = ProducerSettings.from_config(shipped)
         self._max_message_bytes = int(conf["message.max.bytes"])
         self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
@@ -387,6 +392,14 @@ class Producer(_ProducerBase):
         if op.type == CHILD_EXITED:
             self._wake.set()  # the flusher reports what the dead host held (see _check_restarts)
             return 0
+        if op.type == ops.STATS:
+            if self._stats is None:
+                return 0
+            buffers = self._buffers
+            self._stats.deliver(op.payload, {
+                "replyq": len(buffers.ready), "msg_cnt": len(self), "msg_size": buffers.nbytes,
+                "msg_max": buffers.max_messages, "msg_size_max": buffers.max_bytes})
+            return 1
         if op.type == ops.ERR:
             error = KafkaError(int(payload.get("code", E["_FAIL"])), payload.get("reason") or None,
                                fatal=bool(payload.get("fatal")))

@@ -2,7 +2,8 @@
 reconnect with backoff, drive the Connection state machine, send XMIT batches as Produce requests and
 generic REQUEST ops of registered kinds, and give every one of them exactly one result.
 
-Ops in:  XMIT (toppar), REQUEST (any actor, as a runtime request), BROKER_UPDATE, PARTITION_JOIN/LEAVE (main).
+Ops in:  XMIT (toppar), REQUEST (any actor, as a runtime request), BROKER_UPDATE, PARTITION_JOIN/LEAVE, STATS
+         (main).
 Ops out: XMIT_RESULT (to the XMIT's sender), the REQUEST's reply (RESPONSE), BROKER_STATE (to main).
 """
 
@@ -28,6 +29,7 @@ from kqactors.actors.requests import (
 )
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
+from kqactors.stats import broker_stats, monotonic_us
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,9 @@ class BrokerActor(Actor):
         self.connect_attempts = 0
         self.stopped = False
         self._addr_index = 0
+        self._reported_state = ""
+        self._state_since_us = monotonic_us()
+        self.bootstrap = node_id < 0  # main numbers the bootstrap servers -1, -2, ...
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -91,6 +96,16 @@ class BrokerActor(Actor):
             self._fail_all(ops.ERR__TRANSPORT, "broker actor stopped")
         finally:
             self._close_socket()
+
+    @on(ops.STATS)
+    def _on_stats(self, op: Op) -> None:
+        """This connection's part of the statistics (librdkafka's ``brokers`` entry)."""
+        nodename = f"{self.host}:{self.port}"
+        self.ctx.reply(op, Op(ops.STATS, broker_stats(
+            f"{nodename}/{'bootstrap' if self.bootstrap else self.node_id}", -1 if self.bootstrap else self.node_id, nodename,
+            "configured" if self.bootstrap else "learned", self.conn.state.name, self._state_since_us,
+            self.conn.counters, len(self.conn.waiting) + len(self.unsent_xmits) + len(self.unsent_requests),
+            len(self.conn.in_flight), sorted(self.partitions), monotonic_us())))
 
     @on(_CONNECT)
     def _on_connect_timer(self, _op: Op) -> None:
@@ -332,6 +347,7 @@ class BrokerActor(Actor):
     def _connect(self) -> None:
         now = time.monotonic()
         self.connect_attempts += 1
+        self.conn.counters.connects += 1
         self.conn.start_connect(now)
         self._report_state()
         try:
@@ -402,6 +418,7 @@ class BrokerActor(Actor):
         except (BlockingIOError, InterruptedError):
             pass
         except (OSError, ConnectionError) as exc:
+            self.conn.counters.rxerrs += 1
             self._disconnect(f"receive failed: {exc}", now)
             return
         if not was_up and self.conn.state == ConnState.UP:
@@ -427,6 +444,7 @@ class BrokerActor(Actor):
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
+            self.conn.counters.txerrs += 1
             self._disconnect(f"send failed: {exc}", now)
             return
         want = self.conn.has_output()
@@ -436,6 +454,7 @@ class BrokerActor(Actor):
 
     def _disconnect(self, reason: str, now: float) -> None:
         log.info("broker/%s %s:%s down: %s", self.node_id, self.host, self.port, reason)
+        self.conn.counters.disconnects += 1
         self._close_socket()
         self._dispatch(self.conn.on_disconnect(now, reason))
         self._fail_unsent(ops.ERR__TRANSPORT, reason)
@@ -458,6 +477,9 @@ class BrokerActor(Actor):
         self.reconnect_timer = self.ctx.timer(max(delay_ms, 1) / 1000, Op(_CONNECT))
 
     def _report_state(self) -> None:
+        if self.conn.state.name != self._reported_state:
+            self._reported_state = self.conn.state.name
+            self._state_since_us = monotonic_us()
         self.ctx.send(self.owner, Op(ops.BROKER_STATE, {
             "node_id": self.node_id, "name": self.ctx.name, "state": self.conn.state.name,
             "reason": self.conn.last_error, "host": self.host, "port": self.port}))

@@ -17,9 +17,10 @@ from enum import IntEnum
 from typing import Any
 
 from kqactors.actors.ops import ERR__TIMED_OUT, ERR__TRANSPORT, ERR_NO_ERROR
-from kqactors.protocol.api import API_VERSIONS_KEY, decode_response_header, encode_request_header
+from kqactors.protocol.api import API_VERSIONS_KEY, api_name, decode_response_header, encode_request_header
 from kqactors.protocol.errors import ProtocolError
 from kqactors.protocol.handshake import api_versions_request, read_api_versions
+from kqactors.stats import ConnectionCounters
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_SIZE = 1 << 30
@@ -131,6 +132,8 @@ class Connection:
         self._rx = bytearray()
         self._connect_deadline = 0.0
         self.last_error = ""
+        #: statistics (statistics.interval.ms): requests and bytes each way, round trips, timeouts
+        self.counters = ConnectionCounters()
 
     # ---- events from the actor -------------------------------------------------------------------------
 
@@ -240,7 +243,9 @@ class Connection:
         req = self.in_flight.pop(corr_id, None)
         if req is None:
             self.unknown_responses += 1
+            self.counters.rxcorriderrs += 1
             return None
+        self.counters.received(len(frame) + 4, int((now - req.sent_at) * 1e6), int(now * 1e6))
         try:
             _, offset = decode_response_header(frame, req.api_key, req.api_version)
         except ProtocolError as exc:
@@ -272,6 +277,7 @@ class Connection:
         for corr_id, req in list(self.in_flight.items()):
             if now >= req.deadline:
                 del self.in_flight[corr_id]
+                self.counters.req_timeouts += 1
                 if req.handshake:
                     self.last_error = f"ApiVersions request timed out after {req.timeout_ms} ms"
                 else:
@@ -282,6 +288,7 @@ class Connection:
             keep: deque[Request] = deque()
             for req in self.waiting:
                 if now >= req.deadline:
+                    self.counters.req_timeouts += 1
                     done.append(Completion(req, ERR__TIMED_OUT, None,
                                            f"request timed out after {req.timeout_ms} ms in queue"))
                 else:
@@ -342,6 +349,7 @@ class Connection:
         req.sent_at = now
         self.in_flight[req.corr_id] = req
         self._out.append(frame)
+        self.counters.sent(api_name(req.api_key), size + 4, int(now * 1e6))
 
 
 def frame_sizes(chunks: Iterable[bytes]) -> list[int]:

@@ -78,7 +78,9 @@ class ConsumerTopparActor(Actor):
         self.broker_id = -1
         self.joined = False
         self.delivered_messages = 0
+        self.delivered_bytes = 0
         self.dropped_slices = 0
+        self.watermarks = (-1, -1, -1)  # log start, high watermark, last stable offset: from the last Fetch
         #: (version, frames to send the app, fetched bytes) in fetch order; the head one is being decoded
         #: step by step.
         self._outbound: deque[tuple[int, Iterator[tuple[Op, bool]], int]] = deque()
@@ -185,6 +187,18 @@ class ConsumerTopparActor(Actor):
         return (self.active and op.sender == ops.broker_name(self.broker_id)
                 and int(p.get("version", -1)) == self.version)
 
+    @on(ops.STATS)
+    def _on_stats(self, op: Op) -> None:
+        """This partition's fetch side of librdkafka's statistics (the app adds its positions)."""
+        low, high, stable = self.watermarks
+        self.ctx.reply(op, Op(ops.STATS, {
+            "topic": self.topic, "partition": self.partition, "leader": self.broker_id, "broker": self.broker_id,
+            "fetch_state": "active" if self.active else "stopped", "next_offset": self.next_offset,
+            "lo_offset": low, "hi_offset": high, "ls_offset": stable if stable >= 0 else high,
+            "rxmsgs": self.delivered_messages, "rxbytes": self.delivered_bytes, "msgs": self.delivered_messages,
+            "_read_committed": self.settings.read_committed,
+        }))  # fmt: skip
+
     @on(cops.FETCHED)
     def _on_fetched(self, op: Op) -> None:
         p = op.payload
@@ -193,6 +207,7 @@ class ConsumerTopparActor(Actor):
             return
         sl = FetchedSlice.from_payload(p, op.frames[0] if op.frames else b"")
         self.next_offset = sl.next_offset
+        self.watermarks = (sl.log_start_offset, sl.high_watermark, sl.last_stable_offset)
         self._queue_outbound(self._decoded_ops(sl), len(sl.records))
 
     def _decoded_ops(self, sl: FetchedSlice) -> Iterator[tuple[Op, bool]]:
@@ -213,6 +228,7 @@ class ConsumerTopparActor(Actor):
                 continue
             undelivered = max(undelivered, batch.last_offset + 1)
             self.delivered_messages += batch.messages
+            self.delivered_bytes += batch.nbytes
             self.credit.delivered(batch.messages, batch.nbytes)
             self._update_flow()
             yield Op(cops.CONSUMER_BATCH, {

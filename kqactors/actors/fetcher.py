@@ -300,6 +300,8 @@ class FetchingBrokerActor(BrokerActor):
 class ConsumerMainActor(MainActor):
     """The consumer's ``main``: spawns fetching broker actors and gives them the fetch properties."""
 
+    KIND = "consumer"
+
     def __init__(self, ctx: ActorContext, config: dict[str, Any] | None = None, app: str = "app",
                  broker_factory: str = FETCHING_BROKER_FACTORY) -> None:
         super().__init__(ctx, config, app, broker_factory)

@@ -5,7 +5,7 @@ producer id (InitProducerId, epoch bumps).
 Ops in:  TOPPAR_JOIN/LEAVE and METADATA_REFRESH, PID_BUMP (toppar), METADATA (app request), BROKER_STATE
          (broker/N), ERR (any).
 Ops out: LEADER, PID (toppar), PARTITION_JOIN/LEAVE, BROKER_UPDATE, REQUEST (broker/N), TOPIC_PARTITIONS,
-         ERR (app).
+         ERR, STATS (app); STATS requests (broker/N, toppars) when statistics.interval.ms is set.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from kqactors.actors import ops
 from kqactors.actors.metadata import MetadataCache, MetadataDelta, RefreshScheduler
 from kqactors.actors.requests import snapshot_from_wire
+from kqactors.actors.stats_collector import StatsCollector
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 BROKER_FACTORY = "kqactors.actors.broker:BrokerActor"
 TICK_SECONDS = 0.05
 _TICK = "MAIN_TICK"
+_STATS_TICK = "MAIN_STATS_TICK"
 
 # a request that failed with these may succeed on another broker (_DESTROY: a bootstrap broker retired)
 _RETRY_ELSEWHERE = {ops.ERR__TRANSPORT, ops.ERR__TIMED_OUT, ops.ERR__DESTROY, ops.ERR__RESOLVE}
@@ -83,6 +85,8 @@ def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:
 class MainActor(Actor):
     """The `main` actor. `config` uses librdkafka property names; `app` is where app-bound ops go."""
 
+    KIND = "producer"  # the client type its statistics report
+
     def __init__(self, ctx: ActorContext, config: dict[str, Any] | None = None, app: str = "app",
                  broker_factory: str = BROKER_FACTORY) -> None:
         super().__init__(ctx)
@@ -110,6 +114,9 @@ class MainActor(Actor):
         self.drain_deadline = 0.0
         self.all_down_reported = False
         self._rr = 0
+        interval_ms = int(self.config.get("statistics.interval.ms", 0) or 0)
+        self.stats = StatsCollector(ctx, self.KIND, str(self.config.get("client.id", "rdkafka")), interval_ms,
+                                    app) if interval_ms > 0 else None
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -118,7 +125,15 @@ class MainActor(Actor):
             self._add_broker(-index, host, port, bootstrap=True)
         self.scheduler.start(time.monotonic())
         self.ctx.timer(TICK_SECONDS, Op(_TICK), repeat=True)
+        if self.stats is not None:
+            self.ctx.timer(self.stats.interval_s, Op(_STATS_TICK), repeat=True)
         self._on_tick(None)
+
+    @on(_STATS_TICK)
+    def _on_stats_tick(self, _op: Op) -> None:
+        if self.stats is not None:
+            self.stats.tick([h.name for h in self.brokers.values()], list(self.toppars.values()),
+                            len(self.cache.topics))
 
     @on(_TICK)
     def _on_tick(self, _op: Op | None) -> None:

@@ -71,6 +71,7 @@ PARTITION_LEAVE = "PARTITION_LEAVE"
 # main → broker/N: start / stop / change address; broker/N → main: state changes and request results
 BROKER_UPDATE = "BROKER_UPDATE"
 BROKER_STATE = "BROKER_STATE"
+STATS = "STATS"  # a request for an actor's statistics snapshot; also the assembled snapshot sent to the app
 # any → broker/N: a generic request of a registered request kind (Metadata, InitProducerId, ...)
 REQUEST = "REQUEST"
 # broker/N → requester: its one result

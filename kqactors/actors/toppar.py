@@ -114,6 +114,11 @@ class TopparActor(Actor):
             self.core.request_flush()
         self._pump()
 
+    @on(ops.STATS)
+    def _on_stats(self, op: Op) -> None:
+        self.ctx.reply(op, Op(ops.STATS, {"topic": self.topic, "partition": self.partition,
+                                          **self.core.stats()}))
+
     @on(FLUSH)
     def _on_flush(self, op: Op) -> None:
         self.core.request_flush()

@@ -322,6 +322,11 @@ class MessageBatch:
     def nbytes(self) -> int:
         return len(self._frame)
 
+    @property
+    def remaining_bytes(self) -> int:
+        """Frame bytes of the entries not yet taken (what prefetch credit has not been paid for yet)."""
+        return len(self._frame) - self._paid
+
     def take(self, max_count: int | None = None) -> tuple[list[Message], int, int]:
         """Up to ``max_count`` next entries as Messages, with the message count and frame bytes they used.
 

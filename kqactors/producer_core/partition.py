@@ -103,6 +103,10 @@ class PartitionProducer:
         self._max_batch_msgs = settings.batch_num_messages
         self._in_flight_limit = settings.in_flight_limit
         self._effects = Effects()
+        #: statistics: messages handed to this partition, and messages and encoded bytes the broker acked
+        self.msgs = 0
+        self.tx_msgs = 0
+        self.tx_bytes = 0
 
     # ---- events -------------------------------------------------------------------------------------
     def enqueue(self, first_msgid: int, messages: Iterable[PackedMessage], enq_time: float) -> None:
@@ -132,6 +136,7 @@ class PartitionProducer:
                 self.queue_bytes += size
                 done, pos, done_headers = upto, end, upto_headers
             self.queue_count += count
+            self.msgs += count
             self._last_msgid = first_msgid + count - 1
         if self.fatal_error is not None:
             self._fail_queue(E._FATAL)
@@ -231,6 +236,7 @@ class PartitionProducer:
                 if fatal:
                     self._raise_fatal(E._INCONSISTENT, fatal)
             self._effects.reports.append((batch.first_msgid, batch.count, 0, base_offset, log_append_time))
+            self._count_acked(batch)
             return True
         action = classify_produce_error(error, request_sent)
         if idemp is not None:
@@ -245,6 +251,7 @@ class PartitionProducer:
             if not verdict.error:
                 self._implicit_acks(batch)
                 self._effects.reports.append((batch.first_msgid, batch.count, 0, -1, -1))
+                self._count_acked(batch)
                 return True
         if action.flags & REFRESH:
             self._effects.refresh_reason = f"produce failed with error {error}"
@@ -332,7 +339,18 @@ class PartitionProducer:
         """Messages not yet reported: queued, waiting to retry, or in flight."""
         return self.queue_count + sum(b.count for b in self.retry) + sum(b.count for b in self.inflight.values())
 
+    def stats(self) -> dict[str, int]:
+        """This partition's producer fields of librdkafka's statistics (``topics.*.partitions.*``)."""
+        return {"leader": self.leader, "broker": self.leader, "msgq_cnt": self.queue_count,
+                "msgq_bytes": self.queue_bytes, "xmit_msgq_cnt": sum(b.count for b in self.retry),
+                "msgs_inflight": sum(b.count for b in self.inflight.values()), "txmsgs": self.tx_msgs,
+                "txbytes": self.tx_bytes, "msgs": self.msgs}
+
     # ---- internals --------------------------------------------------------------------------------------
+    def _count_acked(self, batch: Batch) -> None:
+        self.tx_msgs += batch.count
+        self.tx_bytes += len(batch.payload) if batch.payload is not None else 0
+
     def _may_send(self) -> bool:
         if self.fatal_error is not None or self.leader < 0:
             return False

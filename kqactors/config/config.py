@@ -34,6 +34,7 @@ from kqactors.config.properties import (
     POINTER,
     PROPERTIES,
     STRING,
+    UNCALLED_CALLBACKS,
     Property,
 )
 from kqactors.errors import KafkaError, KafkaException
@@ -236,6 +237,9 @@ class Config(Mapping[str, Any]):
     def _finalize(self) -> None:
         for name in self.ignored:
             self._warn(f"Configuration property {name} is not supported by kqactors and will be ignored")
+        for name in sorted(UNCALLED_CALLBACKS):
+            if self._values.get(name) is not None:
+                self._warn(f"Configuration property {name} is not supported by kqactors: it will not be called")
         if self.kind != "admin":
             for name in sorted(self._explicit):
                 scope = PROPERTIES[name].scope

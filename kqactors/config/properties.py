@@ -175,6 +175,9 @@ ALIASES: dict[str, str] = {
 PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "logger", "on_delivery", "on_commit",
                          "default.topic.config", "kqactors.hosts"})
 
+# Callbacks accepted for compatibility that kqactors never calls (a warning says so; see config.py).
+UNCALLED_CALLBACKS = frozenset({"throttle_cb"})
+
 # librdkafka properties kqactors accepts but does not implement (logged as ignored; see config.py).
 LIBRDKAFKA_ONLY = frozenset("""
 api.version.fallback.ms auto.commit.enable background_event_cb broker.address.ttl broker.version.fallback

@@ -114,6 +114,7 @@ class MainActor(Actor):
         self.drain_deadline = 0.0
         self.all_down_reported = False
         self._rr = 0
+        self.pid_assignments = 0  # statistics: eos.epoch_cnt
         interval_ms = int(self.config.get("statistics.interval.ms", 0) or 0)
         self.stats = StatsCollector(ctx, self.KIND, str(self.config.get("client.id", "rdkafka")), interval_ms,
                                     app) if interval_ms > 0 else None
@@ -133,7 +134,18 @@ class MainActor(Actor):
     def _on_stats_tick(self, _op: Op) -> None:
         if self.stats is not None:
             self.stats.tick([h.name for h in self.brokers.values()], list(self.toppars.values()),
-                            len(self.cache.topics))
+                            len(self.cache.topics), self._stats_extra())
+
+    def _stats_extra(self) -> dict[str, Any]:
+        """What main itself contributes to the statistics: the idempotent producer's state (``eos``)."""
+        if not self.idempotent:
+            return {}
+        if self.producer_id >= 0:
+            state = "Assigned"
+        else:
+            state = "WaitPID" if self.pid_in_flight else "RequestPID"
+        return {"eos": {"idemp_state": state, "producer_id": self.producer_id,
+                        "producer_epoch": self.producer_epoch, "epoch_cnt": self.pid_assignments}}
 
     @on(_TICK)
     def _on_tick(self, _op: Op | None) -> None:
@@ -349,6 +361,8 @@ class MainActor(Actor):
 
     def _set_pid(self, producer_id: int, epoch: int) -> None:
         self.producer_id, self.producer_epoch = producer_id, epoch
+        if producer_id >= 0:
+            self.pid_assignments += 1
         pid = ops.pid_payload(producer_id, epoch)
         for name in set(self.toppars.values()):
             self.ctx.send(name, Op(ops.PID, pid))

@@ -31,14 +31,17 @@ class StatsCollector:
         self._waiting: set[str] = set()
         self._parts: list[dict[str, Any]] = []
         self._metadata_topics = 0
+        self._extra: dict[str, Any] = {}
 
-    def tick(self, brokers: Iterable[str], partitions: Iterable[str], metadata_topics: int) -> None:
-        """Start a round: every named actor is asked for its part."""
+    def tick(self, brokers: Iterable[str], partitions: Iterable[str], metadata_topics: int,
+             extra: dict[str, Any] | None = None) -> None:
+        """Start a round: every named actor is asked for its part; ``extra`` goes into the snapshot as is."""
         if self._waiting:
             self._emit()
         self._round += 1
         self._parts = []
         self._metadata_topics = metadata_topics
+        self._extra = extra or {}
         names = [*brokers, *partitions]
         self._waiting = set(names)
         if not names:
@@ -65,4 +68,5 @@ class StatsCollector:
         partitions = [p for p in self._parts if "nodeid" not in p]
         snapshot = assemble(self.kind, "", self.client_id, self.created_us, brokers, partitions,
                             self._metadata_topics, monotonic_us())
+        snapshot.update(self._extra)
         self.ctx.send(self.app, Op(ops.STATS, snapshot))

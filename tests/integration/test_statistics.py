@@ -52,7 +52,7 @@ def test_producer_statistics(mock_cluster_factory, unique_topic) -> None:
     cluster.create_topic(unique_topic, 3)
     ours: list[str] = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "statistics.interval.ms": 200,
-                         "stats_cb": ours.append})
+                         "stats_cb": ours.append, "enable.idempotence": True})
     try:
         for i in range(COUNT):
             producer.produce(unique_topic, b"v" * 100, partition=i % 3)
@@ -73,15 +73,19 @@ def test_producer_statistics(mock_cluster_factory, unique_topic) -> None:
     assert sum(b["req"].get("Produce", 0) for b in brokers) >= 3
     assert any(b["rtt"]["cnt"] > 0 for s in snapshots for b in s["brokers"].values())  # windows saw round trips
     assert last["tx"] == sum(b["tx"] for b in last["brokers"].values())
+    eos = last["eos"]
+    assert eos["idemp_state"] == "Assigned" and eos["producer_id"] >= 0 and eos["epoch_cnt"] == 1
 
     theirs: list[str] = []
     peer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "statistics.interval.ms": 200,
-                                     "stats_cb": theirs.append})
+                                     "stats_cb": theirs.append, "enable.idempotence": True})
     peer.produce(unique_topic, b"x", partition=0)
     peer.flush(10)
     _serve(peer, 0.6)
     reference = json.loads(theirs[-1])
     _names_are_librdkafkas(last, reference, "top level")
+    _names_are_librdkafkas(eos, reference["eos"], "eos")
+    assert reference["eos"]["idemp_state"] == eos["idemp_state"]
     ref_broker = next(b for b in reference["brokers"].values() if b["nodeid"] >= 0)
     _names_are_librdkafkas(brokers[0], ref_broker, "brokers")
     _names_are_librdkafkas(brokers[0]["rtt"], ref_broker["rtt"], "rtt")

@@ -253,6 +253,9 @@ class CgrpActor(Actor):
         if due is not None and due <= now:
             self._execute(self.machine.tick(now))
         if self.subscribed and now - self.metadata_refreshed_at >= self.metadata_interval_ms:
+            # the subscription's scope, not that of the last one-off request (a leader's assignment asks for
+            # the group's topics by name, which would leave a pattern subscription blind to new topics)
+            self.metadata_topics = self.machine.metadata_scope()
             self._request_metadata()
         if self.committed_queries:
             self._serve_committed_queries()

@@ -237,6 +237,17 @@ class GroupStateMachine(JoinMixin, OffsetsMixin):
         self._advance(now)
         return self._drain()
 
+    def metadata_scope(self) -> list[str] | None:
+        """Topics the periodic metadata refresh must cover (None: all of them, for a pattern subscription, so
+        a topic created later that matches is seen); else the subscribed names, plus, for the leader, every
+        topic the group subscribes to (its partition counts decide the assignment)."""
+        if self._patterns:
+            return None
+        topics = {t for t in self.subscription if not t.startswith("^")}
+        if self.is_leader and self._group_snapshot:
+            topics.update(self._group_snapshot)
+        return sorted(topics)
+
     def metadata_update(self, partition_counts: Mapping[str, int], now: float) -> list[Action]:
         """Current topic → partition count (all topics the client knows; absent topics do not exist)."""
         self._partition_counts = {t: int(c) for t, c in partition_counts.items()}

@@ -248,3 +248,26 @@ def test_group_requests_do_not_wait_behind_the_fetch_long_poll(mock_cluster_fact
         consumer.close()
     assert committed[0].offset == 3
     assert five_commits < 2.0, f"five synchronous commits took {five_commits:.2f} s"
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(mock_cluster_factory, unique_topic):
+    """A '^…' subscription is re-matched on every metadata refresh: a matching topic created after subscribe()
+    joins the assignment and is consumed; a topic that does not match stays out."""
+    cluster = mock_cluster_factory(1)
+    cluster.group_initial_rebalance_delay_ms(0)
+    first, later, other = f"{unique_topic}-a", f"{unique_topic}-b", f"x{unique_topic}-c"
+    cluster.create_topic(first, 1)
+    consumer = _consumer(cluster.bootstrap, "g-regex-late", **{"topic.metadata.refresh.interval.ms": 500})
+    seen: list = []
+    try:
+        consumer.subscribe([f"^{unique_topic}-.*"])
+        poll_until([consumer], lambda: assigned_keys(consumer) == {(first, 0)}, 20)
+        cluster.create_topic(later, 2)
+        cluster.create_topic(other, 1)
+        produce_round_robin(cluster.bootstrap, later, 2, 5)
+        produce_round_robin(cluster.bootstrap, other, 1, 5)
+        poll_until([consumer], lambda: len([s for s in seen if s[0] == later]) == 10, 30, [seen])
+        assert assigned_keys(consumer) == {(first, 0), (later, 0), (later, 1)}
+        assert not [s for s in seen if s[0] == other]
+    finally:
+        consumer.close()

@@ -92,3 +92,61 @@ def test_group_protocol_consumer_on_tansu_fails_fatally_without_consumer_group_h
         assert "ConsumerGroupHeartbeat" in errors[0].str()
     finally:
         consumer.close()
+
+
+def test_static_member_rejoins_with_its_partitions_and_no_rebalance_of_the_others(tansu, unique_topic):
+    """A static member (group.instance.id) that closes and comes back within session.timeout.ms gets its own
+    partitions back, the other member sees no revoke and no new assignment, and what the static member
+    committed is not read again. (The librdkafka mock cluster does not keep a static member's assignment:
+    confluent-kafka's members get rebalanced there too, so this runs on Tansu only.)"""
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
+    for future in admin.create_topics([NewTopic(unique_topic, PARTITIONS, 1)]).values():
+        future.result(15)
+    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap})
+
+    def produce(per_partition: int) -> None:
+        for i in range(PARTITIONS * per_partition):
+            producer.produce(unique_topic, value=b"v%d" % i, partition=i % PARTITIONS)
+        assert producer.flush(15) == 0
+
+    produce(10)
+    conf = {"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{unique_topic}", "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "kqactors.hosts": 1}
+    static_conf = {**conf, "group.instance.id": "instance-1"}
+    static, dynamic = Consumer(static_conf), Consumer(conf)
+    rejoined = None
+    events: list[str] = []
+    seen: list[set] = [set(), set()]
+    try:
+        static.subscribe([unique_topic])
+        dynamic.subscribe([unique_topic], on_assign=lambda c, parts: events.append("assign"),
+                          on_revoke=lambda c, parts: events.append("revoke"))
+
+        def split() -> bool:
+            return len(static.assignment()) == len(dynamic.assignment()) == PARTITIONS // 2
+
+        _wait([static, dynamic], seen, lambda: split() and len(seen[0]) + len(seen[1]) == PARTITIONS * 10, 60)
+        static_partitions = {tp.partition for tp in static.assignment()}
+        dynamic_partitions = {tp.partition for tp in dynamic.assignment()}
+        static.commit(asynchronous=False)
+        _poll([static, dynamic], seen, 2.0)  # a member in steady state: heartbeats flow before it goes
+        assert events == ["assign"]
+        static.close()  # a static member sends no LeaveGroup: the group keeps its place
+        produce(5)
+        rejoined = Consumer(static_conf)
+        rejoined.subscribe([unique_topic])
+        after: list[set] = [set(), set()]
+        _wait([rejoined, dynamic], after, lambda: len(after[0]) + len(after[1]) == PARTITIONS * 5, 60)
+        _poll([rejoined, dynamic], after, 1.0)
+        assert {tp.partition for tp in rejoined.assignment()} == static_partitions
+        assert {tp.partition for tp in dynamic.assignment()} == dynamic_partitions
+        assert events == ["assign"]  # no revoke, no new assignment for the other member
+        # the rejoined member starts at the static member's commit: only the new messages, each once
+        assert {p for p, _ in after[0]} == static_partitions and len(after[0]) == PARTITIONS // 2 * 5
+        assert all(offset >= 10 for _, offset in after[0] | after[1])
+    finally:
+        static.close()
+        dynamic.close()
+        if rejoined is not None:
+            rejoined.close()

@@ -166,6 +166,30 @@ def test_pattern_subscription_rejoins_when_a_new_topic_matches():
     assert decode_subscription("m", None, join.fields["protocols"][0][1]).topics == ["orders-eu", "orders-us"]
 
 
+def test_the_refresh_scope_of_a_pattern_subscription_stays_every_topic_after_the_leader_assigns():
+    """A leader asks for the group's topics by name to assign them; the periodic refresh must still cover
+    every topic, or a topic created later that matches is never seen."""
+    h = Harness()
+    h.call("subscribe", ["^orders-.*"])
+    h.one(RequestMetadata)
+    h.respond(h.request("FindCoordinator"), coordinator())
+    h.call("metadata_update", {"orders-eu": 2})
+    h.respond(h.request("JoinGroup"), join_ok("me", members=[member("me", ["orders-eu"]),
+                                                               member("you", ["orders-eu", "audit"])]))
+    assert h.one(RequestMetadata).topics == ["audit", "orders-eu"]  # the leader's one-off request
+    assert h.sm.metadata_scope() is None
+
+
+def test_the_refresh_scope_of_a_leader_covers_the_topics_of_every_member():
+    h = Harness()
+    join = start(h, ["t"])
+    assert h.sm.metadata_scope() == ["t"]
+    h.respond(join, join_ok("me", members=[member("me", ["t"]), member("you", ["u"])]))
+    h.one(RequestMetadata)
+    h.call("metadata_update", {"t": 1, "u": 2})
+    assert h.sm.metadata_scope() == ["t", "u"]
+
+
 def test_cooperative_incremental_revoke_then_assign_then_follow_up_rejoin():
     h = Harness(assignment_strategies=("cooperative-sticky",))
     join_to_steady(h, assigned=[("t", 0), ("t", 1), ("t", 2)])

@@ -158,17 +158,19 @@ class StatsEmitter:
     """The app's end: names this client as librdkafka would (``rdkafka#producer-1``), merges the app's
     fields into each snapshot from main and calls ``stats_cb`` with the JSON text."""
 
-    def __init__(self, callback: Callable[[str], Any], kind: str, client_id: str) -> None:
+    def __init__(self, callback: Callable[[str], Any], kind: str, client_id: str, number: int) -> None:
         self.callback = callback
-        self.name = f"{client_id}#{kind}-{next(_instances)}"
+        self.name = f"{client_id}#{kind}-{number}"
 
     @classmethod
     def from_config(cls, callback: Callable[[str], Any] | None, kind: str, interval_ms: int,
                     client_id: str) -> StatsEmitter | None:
-        """None unless both a callback and an interval are set (then main collects nothing)."""
+        """Called once per client, so every client takes its handle number; None unless both a callback
+        and an interval are set (then main collects nothing)."""
+        number = next(_instances)
         if callback is None or interval_ms <= 0:
             return None
-        return cls(callback, kind, client_id)
+        return cls(callback, kind, client_id, number)
 
     def deliver(self, snapshot: Any, app_fields: dict[str, Any],
                 partition_fields: dict[tuple[str, int], dict[str, Any]] | None = None) -> None:

@@ -62,14 +62,15 @@ def test_the_app_adds_its_fields_and_lag_is_measured_to_the_right_end() -> None:
 
 
 def test_the_emitter_names_clients_like_librdkafka_and_hands_over_json() -> None:
-    assert StatsEmitter.from_config(None, "producer", 1000, "x") is None
-    assert StatsEmitter.from_config(print, "producer", 0, "x") is None
     got: list[str] = []
     first = StatsEmitter.from_config(got.append, "producer", 1000, "app")
+    assert StatsEmitter.from_config(None, "producer", 1000, "x") is None  # a client without statistics...
+    assert StatsEmitter.from_config(print, "producer", 0, "x") is None
     second = StatsEmitter.from_config(got.append, "consumer", 1000, "app")
     assert first is not None and second is not None
     number = int(first.name.rpartition("-")[2])
-    assert first.name == f"app#producer-{number}" and second.name == f"app#consumer-{number + 1}"
+    # ...still takes its handle number, as every librdkafka handle does
+    assert first.name == f"app#producer-{number}" and second.name == f"app#consumer-{number + 3}"
     first.deliver(assemble("producer", "", "app", 0, [], [], 0, now_us=5), {"msg_cnt": 4})
     stats = json.loads(got[0])
     assert (stats["name"], stats["type"], stats["msg_cnt"], stats["client_id"]) == (first.name, "producer", 4, "app")

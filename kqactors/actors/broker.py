@@ -101,11 +101,14 @@ class BrokerActor(Actor):
     def _on_stats(self, op: Op) -> None:
         """This connection's part of the statistics (librdkafka's ``brokers`` entry)."""
         nodename = f"{self.host}:{self.port}"
+        if self.bootstrap:  # librdkafka's names: "host:port/bootstrap" (node id -1), "host:port/<id>"
+            name, node_id, source = f"{nodename}/bootstrap", -1, "configured"
+        else:
+            name, node_id, source = f"{nodename}/{self.node_id}", self.node_id, "learned"
+        waiting = len(self.conn.waiting) + len(self.unsent_xmits) + len(self.unsent_requests)
         self.ctx.reply(op, Op(ops.STATS, broker_stats(
-            f"{nodename}/{'bootstrap' if self.bootstrap else self.node_id}", -1 if self.bootstrap else self.node_id, nodename,
-            "configured" if self.bootstrap else "learned", self.conn.state.name, self._state_since_us,
-            self.conn.counters, len(self.conn.waiting) + len(self.unsent_xmits) + len(self.unsent_requests),
-            len(self.conn.in_flight), sorted(self.partitions), monotonic_us())))
+            name, node_id, nodename, source, self.conn.state.name, self._state_since_us, self.conn.counters,
+            waiting, len(self.conn.in_flight), sorted(self.partitions), monotonic_us())))
 
     @on(_CONNECT)
     def _on_connect_timer(self, _op: Op) -> None:

@@ -153,3 +153,35 @@ def test_no_statistics_without_an_interval(mock_cluster_factory, unique_topic) -
     finally:
         producer.close()
     assert called == []  # statistics.interval.ms defaults to 0: disabled, as in librdkafka
+
+
+def test_a_broker_that_goes_down_is_reported_down_and_snapshots_keep_coming(mock_cluster_factory, unique_topic):
+    cluster = mock_cluster_factory(2)
+    cluster.create_topic(unique_topic, 2)
+    cluster.partition_set_leader(unique_topic, 0, 1)
+    cluster.partition_set_leader(unique_topic, 1, 2)
+    ours: list[str] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "statistics.interval.ms": 200,
+                         "stats_cb": ours.append})
+    try:
+        for partition in (0, 1):
+            producer.produce(unique_topic, b"v", partition=partition)
+        assert producer.flush(15) == 0
+        cluster.broker_set_down(2)
+        deadline = time.monotonic() + 20
+
+        def broker_2() -> dict:
+            brokers = json.loads(ours[-1])["brokers"] if ours else {}
+            return next((b for b in brokers.values() if b["nodeid"] == 2), {})
+
+        while broker_2().get("state") not in ("DOWN", "CONNECT", "INIT") or not broker_2().get("disconnects"):
+            assert time.monotonic() < deadline, f"broker 2 still reported as {broker_2()}"
+            producer.poll(0.1)
+        count = len(ours)
+        _serve(producer, 0.6)
+        assert len(ours) > count  # snapshots keep coming while a broker is down
+        up = next(b for b in json.loads(ours[-1])["brokers"].values() if b["nodeid"] == 1)
+        assert up["state"] == "UP"
+    finally:
+        cluster.broker_set_up(2)
+        producer.close()

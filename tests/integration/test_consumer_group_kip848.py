@@ -1,7 +1,7 @@
 """KIP-848 consumer groups (group.protocol=consumer) end to end on the librdkafka mock cluster: membership and
 assignment over ConsumerGroupHeartbeat (no JoinGroup/SyncGroup), partitions split between members and handed
-over on leave with committed offsets, a mixed group with a confluent-kafka consumer, recovery from fencing and a
-clear fatal error when the broker lacks the API."""
+over on leave with committed offsets, a mixed group with a confluent-kafka consumer, recovery from fencing, a
+restarted static member taking its partitions back, and a clear fatal error when the broker lacks the API."""
 
 from __future__ import annotations
 
@@ -167,6 +167,53 @@ def test_a_fenced_member_loses_its_partitions_and_rejoins(cluster, unique_topic)
         poll_until([consumer], lambda: len(seen) >= 12, 10, [seen])
     finally:
         consumer.close()
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_and_the_other_member_is_untouched(cluster,
+                                                                                              unique_topic):
+    """KIP-345 on a KIP-848 group (the mock implements it there, unlike for classic groups): a closing static
+    member leaves with epoch -2, so the coordinator keeps its partitions for its instance id until the session
+    times out; the restarted instance takes them back with no reassignment, the other member is never revoked,
+    and with a commit before closing every message produced meanwhile is read exactly once."""
+    cluster.create_topic(unique_topic, 4)
+    produce_round_robin(cluster.bootstrap, unique_topic, 4, 10)
+    static = _consumer(cluster.bootstrap, "g-848-static", **{"group.instance.id": "instance-1",
+                                                               "enable.auto.commit": False})
+    dynamic = _consumer(cluster.bootstrap, "g-848-static", **{"enable.auto.commit": False})
+    restarted = None
+    events: list = []
+
+    def caught_up(consumer: Consumer) -> bool:
+        held = [TopicPartition(t, p) for t, p in sorted(assigned_keys(consumer))]
+        return len(held) == 2 and all(tp.offset == 10 for tp in consumer.position(held))
+
+    try:
+        dynamic.subscribe([unique_topic], on_assign=lambda c, ps: events.append(("assign", sorted(ps))),
+                          on_revoke=lambda c, ps: events.append(("revoke", sorted(ps))),
+                          on_lost=lambda c, ps: events.append(("lost", sorted(ps))))
+        static.subscribe([unique_topic])
+        poll_until([static, dynamic], lambda: caught_up(static) and caught_up(dynamic), 30)
+        held, settled = assigned_keys(static), len(events)
+        _commit(static)
+        static.close()
+        produce_round_robin(cluster.bootstrap, unique_topic, 4, 10)  # offsets 10..19, while it is away
+        restarted = _consumer(cluster.bootstrap, "g-848-static", **{"group.instance.id": "instance-1",
+                                                                      "enable.auto.commit": False})
+        restarted.subscribe([unique_topic])
+        seen: list[list] = [[], []]  # restarted static, dynamic
+        meanwhile = {(unique_topic, p, o) for p in range(4) for o in range(10, 20)}
+        poll_until([restarted, dynamic], lambda: assigned_keys(restarted) == held
+                   and set(seen[0] + seen[1]) >= meanwhile, 20, seen)
+        poll(dynamic, 0.5, seen[1])
+        assert assigned_keys(dynamic) == {(unique_topic, p) for p in range(4)} - held
+        assert events[settled:] == []
+        assert sorted(seen[0] + seen[1]) == sorted(meanwhile)
+        assert {(t, p) for t, p, _ in seen[0]} == held
+    finally:
+        static.close()
+        dynamic.close()
+        if restarted is not None:
+            restarted.close()
 
 
 def test_a_broker_without_consumer_group_heartbeat_is_a_fatal_error_not_a_hang(cluster, unique_topic):

@@ -1,6 +1,7 @@
 """Consumer groups on Tansu (a Kafka-compatible broker with its own group coordinator): two kqactors members
-split a topic, consume everything, and their commits are what a confluent-kafka client reads back.
-Tansu's JoinGroup waits about half the session timeout, hence session.timeout.ms=6000."""
+split a topic, consume everything, and their commits are what a confluent-kafka client reads back; a pattern
+subscription picks up a topic created later; a static member rejoins with its partitions. Tansu's JoinGroup
+waits about half the session timeout, hence session.timeout.ms=6000 (10000 for the static rejoin)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from integration_helpers import assigned_keys, make_topic, poll_until, produce_round_robin  # noqa: E402
 
 from kqactors.consumer import Consumer  # noqa: E402
 from kqactors.errors import KafkaError  # noqa: E402
@@ -74,6 +76,30 @@ def test_group_on_tansu_splits_and_commits(tansu, unique_topic):
     finally:
         first.close()
         second.close()
+
+
+def test_regex_subscription_on_tansu_picks_up_a_topic_created_after_subscribe(tansu, unique_topic):
+    """A pattern subscription is re-matched on each metadata refresh: a matching topic created (CreateTopics)
+    after the group formed is assigned and consumed after a rejoin, a non-matching one is not."""
+    first_topic, later_topic, unmatched = f"{unique_topic}-a", f"{unique_topic}-b", f"x{unique_topic}-c"
+    make_topic(tansu, first_topic, 2)
+    consumer = Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{unique_topic}",
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+                         "topic.metadata.refresh.interval.ms": 500, "kqactors.hosts": 1})
+    seen: list = []
+    try:
+        consumer.subscribe([f"^{unique_topic}-.*"])
+        poll_until([consumer], lambda: assigned_keys(consumer) == {(first_topic, 0), (first_topic, 1)}, 30)
+        make_topic(tansu, later_topic, 3)
+        make_topic(tansu, unmatched, 1)
+        produce_round_robin(tansu.bootstrap, later_topic, 3, 5)
+        produce_round_robin(tansu.bootstrap, unmatched, 1, 5)
+        everything = {(later_topic, p, o) for p in range(3) for o in range(5)}
+        poll_until([consumer], lambda: everything <= set(seen), 30, [seen])
+        assert assigned_keys(consumer) == {(first_topic, 0), (first_topic, 1)} | {(later_topic, p) for p in range(3)}
+        assert sorted(seen) == sorted(everything)
+    finally:
+        consumer.close()
 
 
 def test_group_protocol_consumer_on_tansu_fails_fatally_without_consumer_group_heartbeat(tansu, unique_topic):

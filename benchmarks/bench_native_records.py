@@ -12,9 +12,9 @@ import argparse
 import time
 from collections.abc import Callable
 
-from kqactors.consumer_core.packing import _ENTRY
+from kqactors.core.consumer.packing import _ENTRY
+from kqactors.core.producer.packing import pack_messages
 from kqactors.native import records_module
-from kqactors.producer_core.packing import pack_messages
 from kqactors.records import RecordBatchBuilder, build_batch
 from kqactors.records.batch_v2 import BATCH_HEADER_SIZE
 from kqactors.records.reader_v2 import pack_v2_records
@@ -41,7 +41,7 @@ def main() -> None:
     budget = 0.1 if args.quick else 1.0
     native = records_module()
     if native is None:
-        raise SystemExit("kqactors._native_records is not built (python setup.py build_ext --inplace)")
+        raise SystemExit("kqactors.native._native_records is not built (python setup.py build_ext --inplace)")
     print("| value | headers | function | Python µs/rec | C µs/rec | speed-up |")
     print("|---|---|---|---:|---:|---:|")
     for value_size in (100, 1024):

@@ -65,7 +65,7 @@ PEER_BATCH_BYTES = {
     "aiokafka": {"1KiB-zstd": 256 * 1024, "*": 16 * 1024},
 }
 #: The module each client's runner needs; a client whose module is missing is skipped with a notice.
-CLIENT_MODULES = {"kqactors": "kqactors.producer", "kqactors-hosts0": "kqactors.producer",
+CLIENT_MODULES = {"kqactors": "kqactors.client.producer.producer", "kqactors-hosts0": "kqactors.client.producer.producer",
                   "confluent-kafka": "confluent_kafka",
                   "kafka-python": "kafka", "aiokafka": "aiokafka"}
 

@@ -24,10 +24,15 @@ import zmq
 
 from kqactors.runtime import Op, Runtime
 
+# The sample actors live with the tests (tests/support); hosts import them by dotted path too.
+_TESTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests")
+sys.path.insert(0, _TESTS_DIR)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS_DIR, os.environ.get("PYTHONPATH")) if p)
+
 MSG_SIZE = 100
 PER_BATCH = 1000
-SINK = "kqactors.runtime.sample_actors:SinkActor"
-ECHO = "kqactors.runtime.sample_actors:EchoActor"
+SINK = "support.sample_actors:SinkActor"
+ECHO = "support.sample_actors:EchoActor"
 
 
 def packed_batch(count: int = PER_BATCH, size: int = MSG_SIZE) -> bytes:

@@ -24,8 +24,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).parent / "clients"))
 from _common import make_payloads  # noqa: E402
 
+from kqactors import Producer  # noqa: E402
 from kqactors.cli.perf_payload import create_topic  # noqa: E402
-from kqactors.producer import Producer  # noqa: E402
 
 
 def cpu_by_process() -> dict[str, float]:

@@ -21,8 +21,8 @@ from kqactors.message import (
 )
 
 if TYPE_CHECKING:
-    from kqactors.consumer import Consumer
-    from kqactors.producer import Producer
+    from kqactors.client.consumer.consumer import Consumer
+    from kqactors.client.producer.producer import Producer
 
 __version__ = "0.1.0"
 
@@ -36,11 +36,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """Import the clients (and with them the runtime and pyzmq) only when first used."""
     if name == "Producer":
-        from kqactors.producer import Producer
+        from kqactors.client.producer.producer import Producer
 
         return Producer
     if name == "Consumer":
-        from kqactors.consumer import Consumer
+        from kqactors.client.consumer.consumer import Consumer
 
         return Consumer
     raise AttributeError(f"module 'kqactors' has no attribute {name!r}")

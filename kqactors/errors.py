@@ -396,7 +396,7 @@ class KafkaException(Exception):
         if isinstance(first, int) and not isinstance(first, bool):
             reason = self.args[1] if len(self.args) > 1 and isinstance(self.args[1], str) else None
             return KafkaError(first, reason)
-        return KafkaError(ERROR_CODES["_FAIL"], str(first) if first is not None else None)
+        return KafkaError(KafkaError._FAIL, str(first) if first is not None else None)
 
 
 def error_from_broker_code(code: int, reason: str | None = None) -> KafkaError:

@@ -12,12 +12,21 @@ fast; a fixture whose binary or library is missing skips the test with the reaso
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+# tests/support holds the sample actors the runtime's tests spawn by dotted path ("support.sample_actors:..."):
+# the pytest process and every actor host it starts must be able to import it.
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS_DIR, os.environ.get("PYTHONPATH")) if p)
 
 if TYPE_CHECKING:  # imported lazily below so collecting tests that need no broker stays cheap
     from kqactors.testing.mock_cluster import MockCluster

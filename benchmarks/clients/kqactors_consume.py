@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from _rdkafka_consume import run
 
-from kqactors.consumer import Consumer
+from kqactors import Consumer, Producer
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, TopicPartition
-from kqactors.producer import Producer
 
 if __name__ == "__main__":
     run("kqactors", Consumer, TopicPartition, OFFSET_BEGINNING, Producer, OFFSET_END)

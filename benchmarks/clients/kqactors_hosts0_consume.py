@@ -7,9 +7,8 @@ from typing import Any
 
 from _rdkafka_consume import run
 
-from kqactors.consumer import Consumer
+from kqactors import Consumer, Producer
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, TopicPartition
-from kqactors.producer import Producer
 
 HOSTS = {"kqactors.hosts": 0}
 

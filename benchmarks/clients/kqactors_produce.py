@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from _rdkafka_style import run
 
-from kqactors.producer import Producer
+from kqactors import Producer
 
 if __name__ == "__main__":
     run("kqactors", Producer)

@@ -1,5 +1,5 @@
 """Runs in: the main host (next to `main` and the broker actors). Owns the `cgrp` actor: it drives the pure
-consumer-group state machine (kqactors.cgrp.GroupStateMachine, or ConsumerProtocolMachine for
+consumer-group state machine (kqactors.core.group.GroupStateMachine, or ConsumerProtocolMachine for
 group.protocol=consumer) with time, broker replies, metadata (with topic ids) and the app's calls, and executes
 its actions — group requests to the coordinator, rebalance / commit / error ops to the app's group queue —
 plus committed() lookups for the app.
@@ -23,10 +23,8 @@ import logging
 import time
 from typing import Any
 
-from kqactors.actors import ops
 from kqactors.actors.main import BROKER_FACTORY, broker_connection_config
-from kqactors.actors.requests import REQUEST_KINDS, RequestKind, register_request_kind
-from kqactors.cgrp import (
+from kqactors.core.group import (
     Action,
     Closed,
     CommitResult,
@@ -41,11 +39,29 @@ from kqactors.cgrp import (
     StopFetching,
     SurfaceError,
 )
-from kqactors.cgrp.commits import COORDINATOR_ERRORS
-from kqactors.cgrp.requests import build_request, coordinator_from_response, offset_fetch_partitions
+from kqactors.core.group.commits import COORDINATOR_ERRORS
+from kqactors.core.group.requests import build_request, coordinator_from_response, offset_fetch_partitions
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, TopicPartition
+from kqactors.ops import client as ops
+from kqactors.ops.group import (
+    CGRP_CLOSE,
+    CGRP_COMMIT,
+    CGRP_COMMIT_RESULT,
+    CGRP_COMMITTED,
+    CGRP_ERROR,
+    CGRP_FETCH_START,
+    CGRP_FETCH_STOP,
+    CGRP_POLL,
+    CGRP_REBALANCE,
+    CGRP_REBALANCE_DONE,
+    CGRP_STATE,
+    CGRP_SUBSCRIBE,
+    CGRP_UNSUBSCRIBE,
+    partitions_to_wire,
+)
 from kqactors.protocol.api import api_info
+from kqactors.protocol.requests import REQUEST_KINDS, RequestKind, register_request_kind
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
@@ -62,25 +78,7 @@ def coordinator_link_name(node_id: int) -> str:
     return f"cgrp-coord/{node_id}"
 
 
-
-# ---- op types (app <-> cgrp); candidates to move into kqactors.actors.ops ---------------------------------
-CGRP_SUBSCRIBE = "CGRP_SUBSCRIBE"          # app → cgrp request {topics}
-CGRP_UNSUBSCRIBE = "CGRP_UNSUBSCRIBE"      # app → cgrp request {stored}
-CGRP_POLL = "CGRP_POLL"                    # app → cgrp {stored}: poll()/consume() was called
-CGRP_REBALANCE_DONE = "CGRP_REBALANCE_DONE"  # app → cgrp {partitions|None, stored}: callback returned
-CGRP_COMMIT = "CGRP_COMMIT"                # app → cgrp (request when synchronous) {offsets|None, tag, stored}
-CGRP_COMMITTED = "CGRP_COMMITTED"          # app → cgrp request {partitions, timeout_ms}
-CGRP_CLOSE = "CGRP_CLOSE"                  # app → cgrp request {stored}; reply once the group is left
-CGRP_REBALANCE = "CGRP_REBALANCE"          # cgrp → app {kind, incremental, partitions, error_code}
-CGRP_FETCH_START = "CGRP_FETCH_START"      # cgrp → app {partitions: [[t, p, offset, epoch, meta, err]]}
-CGRP_FETCH_STOP = "CGRP_FETCH_STOP"        # cgrp → app {partitions}
-CGRP_COMMIT_RESULT = "CGRP_COMMIT_RESULT"  # cgrp → app {tag, error, partitions}: on_commit
-CGRP_STATE = "CGRP_STATE"                  # cgrp → app {member_id, generation_id, join_state, coordinator}
-CGRP_ERROR = "CGRP_ERROR"                  # cgrp → app {error: KafkaError.to_tuple()}
-APP_OP_TYPES = frozenset({CGRP_REBALANCE, CGRP_FETCH_START, CGRP_FETCH_STOP, CGRP_COMMIT_RESULT, CGRP_STATE,
-                          CGRP_ERROR})
-
-# ---- request kinds: one per group API, encoded by kqactors.cgrp.requests at the negotiated version ---------
+# ---- request kinds: one per group API, encoded by kqactors.core.group.requests at the negotiated version ---------
 # The body travels back raw (bytes + version) and is decoded by the cgrp actor, so the state machine sees the
 # generated response classes. Max versions: librdkafka's (the mock cluster's
 # flexible JoinGroup/SyncGroup/LeaveGroup handlers drop the connection; static membership needs only these).
@@ -117,22 +115,6 @@ for _api, _max in GROUP_APIS.items():
 for _api, (_name, _min, _max) in CONSUMER_PROTOCOL_KINDS.items():
     if _name not in REQUEST_KINDS:
         register_request_kind(_make_kind(_api, _name, _min, _max))
-
-
-def partitions_to_wire(partitions: list[TopicPartition], with_errors: bool = False) -> list[list[Any]]:
-    """[[topic, partition, offset, leader_epoch, metadata, error_code]] (msgpack-able)."""
-    return [[tp.topic, tp.partition, tp.offset, tp.leader_epoch if tp.leader_epoch is not None else -1,
-             tp.metadata, tp.error.code() if tp.error is not None else 0] for tp in partitions]
-
-
-def partitions_from_wire(rows: list[list[Any]]) -> list[TopicPartition]:
-    result = []
-    for topic, partition, offset, epoch, metadata, code in rows:
-        tp = TopicPartition(topic, partition, offset, metadata, epoch if epoch is not None and epoch >= 0 else None)
-        if code:
-            tp.error = KafkaError(code)
-        result.append(tp)
-    return result
 
 
 def _now_ms() -> float:

@@ -27,18 +27,19 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from kqactors import consumer_ops as cops
-from kqactors.actors import ops
-from kqactors.consumer_core import (
+from kqactors.core.consumer import (
     FetchedSlice,
     FetchSettings,
     MessageBatchWriter,
     PrefetchCredit,
     SliceDecoder,
 )
-from kqactors.consumer_core.settings import EARLIEST, ERROR
-from kqactors.errors import ERROR_CODES
+from kqactors.core.consumer.settings import EARLIEST, ERROR
+from kqactors.errors import KafkaError
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END
+from kqactors.ops import client as ops
+from kqactors.ops import consumer as cops
+from kqactors.ops import producer as pops
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
@@ -54,7 +55,7 @@ DECODE_STEP_BYTES = 1 << 20
 #: the broker actor and a skipped Fetch; a large slice still closes it until decoded.
 MAX_UNDECODED_BYTES = 1 << 20
 _JOIN_RETRY_S = 0.2
-_AUTO_OFFSET_RESET = ERROR_CODES["_AUTO_OFFSET_RESET"]
+_AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
 
 
 class ConsumerTopparActor(Actor):
@@ -101,7 +102,7 @@ class ConsumerTopparActor(Actor):
         race the runtime's directory)."""
         if self.joined:
             return
-        self.ctx.send(self.main_name, Op(ops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
+        self.ctx.send(self.main_name, Op(pops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
                                                            "name": self.ctx.name}))
         self.ctx.timer(_JOIN_RETRY_S, Op(_REJOIN))
 
@@ -167,7 +168,7 @@ class ConsumerTopparActor(Actor):
 
     # ---- main --------------------------------------------------------------------------------------------
 
-    @on(ops.LEADER, ops.TOPPAR_JOIN)
+    @on(pops.LEADER, pops.TOPPAR_JOIN)
     def _on_leader(self, op: Op) -> None:
         self.joined = True
         new = int((op.payload or {}).get("broker_id", -1))
@@ -220,7 +221,7 @@ class ConsumerTopparActor(Actor):
                 batch = next(chunks, None)
             except Exception as exc:  # noqa: BLE001 - a decoder bug: the rest of the slice is lost, said so
                 log.exception("%s: decoding a slice at offset %d failed", self.ctx.name, undelivered)
-                yield self._error_op(undelivered, ops.ERR__BAD_MSG, f"decoding failed: {exc!r}"), True
+                yield self._error_op(undelivered, KafkaError._BAD_MSG, f"decoding failed: {exc!r}"), True
                 return
             if batch is None:
                 return

@@ -14,25 +14,27 @@ import logging
 import time
 from typing import Any
 
-from kqactors.actors import ops
-from kqactors.actors.metadata import MetadataCache, MetadataDelta, RefreshScheduler
-from kqactors.actors.requests import snapshot_from_wire
 from kqactors.actors.stats_collector import StatsCollector
+from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshScheduler
+from kqactors.errors import KafkaError
+from kqactors.ops import client as ops
+from kqactors.ops import producer as pops
+from kqactors.protocol.requests import snapshot_from_wire
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
 log = logging.getLogger(__name__)
 
-BROKER_FACTORY = "kqactors.actors.broker:BrokerActor"
+BROKER_FACTORY = "kqactors.actors.broker.actor:BrokerActor"
 TICK_SECONDS = 0.05
 _TICK = "MAIN_TICK"
 _STATS_TICK = "MAIN_STATS_TICK"
 
 # a request that failed with these may succeed on another broker (_DESTROY: a bootstrap broker retired)
-_RETRY_ELSEWHERE = {ops.ERR__TRANSPORT, ops.ERR__TIMED_OUT, ops.ERR__DESTROY, ops.ERR__RESOLVE}
-_RETRYABLE_PID_ERRORS = _RETRY_ELSEWHERE | {ops.ERR__UNSUPPORTED_FEATURE, ops.ERR_COORDINATOR_NOT_AVAILABLE,
-                                            ops.ERR_NOT_COORDINATOR, ops.ERR_COORDINATOR_LOAD_IN_PROGRESS,
-                                            ops.ERR_REQUEST_TIMED_OUT}
+_RETRY_ELSEWHERE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._DESTROY, KafkaError._RESOLVE}
+_RETRYABLE_PID_ERRORS = _RETRY_ELSEWHERE | {KafkaError._UNSUPPORTED_FEATURE, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                                            KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                            KafkaError.REQUEST_TIMED_OUT}
 
 
 def parse_bootstrap(servers: Any) -> list[tuple[str, int]]:
@@ -186,7 +188,7 @@ class MainActor(Actor):
             if not self.all_down_reported:
                 self.all_down_reported = True
                 self.ctx.send(self.app, Op(ops.ERR, ops.err_payload(
-                    ops.ERR__ALL_BROKERS_DOWN, f"{len(self.brokers)}/{len(self.brokers)} brokers are down")))
+                    KafkaError._ALL_BROKERS_DOWN, f"{len(self.brokers)}/{len(self.brokers)} brokers are down")))
 
     def _pick_broker(self) -> BrokerHandle | None:
         """An UP broker (learned ones first), else any: broker actors queue work until connected."""
@@ -251,7 +253,7 @@ class MainActor(Actor):
                 self.ctx.send(ops.broker_name(change.new_leader), Op(ops.PARTITION_JOIN, membership))
             toppar = self.toppars.get((change.topic, change.partition))
             if toppar is not None:
-                self.ctx.send(toppar, Op(ops.LEADER, ops.leader_payload(
+                self.ctx.send(toppar, Op(pops.LEADER, pops.leader_payload(
                     change.topic, change.partition, self._routable(change.new_leader), change.leader_epoch)))
         for topic in set(delta.partition_counts) | set(delta.topic_errors):
             if topic in self.topics:
@@ -287,7 +289,7 @@ class MainActor(Actor):
             self.ctx.reply(op, Op(ops.METADATA, {"error_code": 0, "reason": "", "metadata": result}))
 
         if not self._request_metadata(topics, on_reply, timeout_ms, bool(payload.get("allow_auto_create"))):
-            self.ctx.reply(op, Op(ops.METADATA, {"error_code": ops.ERR__TRANSPORT, "reason": "no brokers"}))
+            self.ctx.reply(op, Op(ops.METADATA, {"error_code": KafkaError._TRANSPORT, "reason": "no brokers"}))
 
     @on(ops.METADATA_REFRESH)
     def _on_metadata_refresh(self, op: Op) -> None:
@@ -300,26 +302,26 @@ class MainActor(Actor):
 
     # ---- toppars ---------------------------------------------------------------------------------------
 
-    @on(ops.TOPPAR_JOIN)
+    @on(pops.TOPPAR_JOIN)
     def _on_toppar_join(self, op: Op) -> None:
         """A toppar announces itself; the reply carries its current leader and producer id."""
         topic, partition = op.payload["topic"], int(op.payload["partition"])
-        name = op.payload.get("name") or op.sender or ops.toppar_name(topic, partition)
+        name = op.payload.get("name") or op.sender or pops.toppar_name(topic, partition)
         self.toppars[(topic, partition)] = name
         if topic not in self.topics:
             self.topics.add(topic)
             self.scheduler.request([topic], time.monotonic())
-        reply = {**ops.leader_payload(topic, partition, self._routable(self.cache.leader(topic, partition)),
+        reply = {**pops.leader_payload(topic, partition, self._routable(self.cache.leader(topic, partition)),
                                       self.cache.leader_epoch(topic, partition)),
                  "producer_id": self.producer_id, "epoch": self.producer_epoch,
                  "partition_count": self.cache.partition_count(topic),
                  "error_code": self.cache.topic_error(topic) if topic in self.cache.topics else 0}
         if op.is_request:
-            self.ctx.reply(op, Op(ops.TOPPAR_JOIN, reply))
+            self.ctx.reply(op, Op(pops.TOPPAR_JOIN, reply))
         else:
-            self.ctx.send(name, Op(ops.LEADER, reply))
+            self.ctx.send(name, Op(pops.LEADER, reply))
 
-    @on(ops.TOPPAR_LEAVE)
+    @on(pops.TOPPAR_LEAVE)
     def _on_toppar_leave(self, op: Op) -> None:
         self.toppars.pop((op.payload["topic"], int(op.payload["partition"])), None)
 
@@ -352,9 +354,9 @@ class MainActor(Actor):
             if not retriable:
                 self.ctx.send(self.app, Op(ops.ERR, ops.err_payload(
                     error, f"InitProducerId failed: {reason or error}", fatal=True)))
-                failed = {**ops.pid_payload(-1, -1, error), "fatal": True}
+                failed = {**pops.pid_payload(-1, -1, error), "fatal": True}
                 for name in set(self.toppars.values()):
-                    self.ctx.send(name, Op(ops.PID, failed))
+                    self.ctx.send(name, Op(pops.PID, failed))
                 self.idempotent = False
             return
         self._set_pid(result["producer_id"], result["producer_epoch"])
@@ -363,13 +365,13 @@ class MainActor(Actor):
         self.producer_id, self.producer_epoch = producer_id, epoch
         if producer_id >= 0:
             self.pid_assignments += 1
-        pid = ops.pid_payload(producer_id, epoch)
+        pid = pops.pid_payload(producer_id, epoch)
         for name in set(self.toppars.values()):
-            self.ctx.send(name, Op(ops.PID, pid))
+            self.ctx.send(name, Op(pops.PID, pid))
         if self.app not in self.toppars.values():
-            self.ctx.send(self.app, Op(ops.PID, pid))
+            self.ctx.send(self.app, Op(pops.PID, pid))
 
-    @on(ops.PID_BUMP)
+    @on(pops.PID_BUMP)
     def _on_pid_bump(self, op: Op) -> None:
         """Epoch bump (KIP-360), once per (pid, epoch) however many toppars ask: every toppar first drains
         its in-flight requests, then the idempotent producer bumps its epoch locally (librdkafka does the
@@ -383,12 +385,12 @@ class MainActor(Actor):
         self.drain_deadline = time.monotonic() + self.socket_timeout_ms / 1000
         log.info("epoch bump for %s/%s: draining %d partitions (%s)", self.producer_id, self.producer_epoch,
                  len(self.drain_waiting), payload.get("reason"))
-        draining = {**ops.pid_payload(-1, -1), "drain": True}
+        draining = {**pops.pid_payload(-1, -1), "drain": True}
         for name in self.drain_waiting:
-            self.ctx.send(name, Op(ops.PID, draining))
+            self.ctx.send(name, Op(pops.PID, draining))
         self._maybe_finish_drain(time.monotonic())
 
-    @on(ops.DRAINED)
+    @on(pops.DRAINED)
     def _on_drained(self, op: Op) -> None:
         if self.drain_waiting is None:
             return
@@ -417,7 +419,7 @@ class MainActor(Actor):
 def _unpack_response(reply: Op) -> tuple[int, str, Any]:
     """(error_code, reason, result) from a broker's RESPONSE reply or a runtime error reply."""
     if reply.error is not None:
-        return ops.ERR__TIMED_OUT if reply.error.code == "TIMED_OUT" else ops.ERR__TRANSPORT, \
+        return KafkaError._TIMED_OUT if reply.error.code == "TIMED_OUT" else KafkaError._TRANSPORT, \
             f"{reply.error.code}: {reply.error.message}", None
     payload = reply.payload or {}
     return int(payload.get("error_code", 0)), payload.get("reason", ""), payload.get("result")

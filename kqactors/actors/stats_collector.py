@@ -1,6 +1,6 @@
 """Runs in: the main host, owned by the main actor. Gathers one statistics snapshot per
 ``statistics.interval.ms``: asks every broker actor and every partition actor for its part, assembles
-librdkafka's layout (kqactors/stats.py) once all have answered or their requests timed out, and sends it to
+librdkafka's layout (kqactors/core/stats.py) once all have answered or their requests timed out, and sends it to
 the app, which adds its own fields and calls ``stats_cb`` from poll().
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kqactors.actors import ops
+from kqactors.core.stats import assemble, monotonic_us
+from kqactors.ops import client as ops
 from kqactors.runtime.actor import ActorContext
 from kqactors.runtime.op import Op
-from kqactors.stats import assemble, monotonic_us
 
 ANSWER_TIMEOUT_MAX_S = 5.0  # a part that has not answered by then is left out of that snapshot
 

@@ -1,10 +1,10 @@
 """Runs in: a toppar host (one ``TopparActor`` per ``toppar/<topic>/<partition>``). Owns the wiring of the
-pure partition core (``kqactors.producer_core.partition``) to ops: PRODUCE frames in, record batches encoded
+pure partition core (``kqactors.core.producer.partition``) to ops: PRODUCE frames in, record batches encoded
 and compressed here (the multi-core part), XMIT to the leader's broker actor, XMIT_RESULT back, DR rows to
-the app, METADATA_REFRESH / PID_BUMP / DRAINED / ERR to main, and one timer for linger, backoff and timeouts.
+the app, METADATA_REFRESH / PID_BUMP / pops.DRAINED / ERR to main, and one timer for linger, backoff and timeouts.
 
-Ops in:  PRODUCE, FLUSH, PURGE (app); LEADER, PID, FATAL (main); XMIT_RESULT (broker/N); TOPPAR_WAKE (timer).
-Ops out: DR (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, DRAINED, ERR (main).
+Ops in:  PRODUCE, pops.FLUSH, pops.PURGE (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
+Ops out: DR (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import logging
 import time
 from typing import Any
 
-from kqactors.actors import ops
-from kqactors.errors import ERROR_CODES
-from kqactors.producer_core.batch import Batch
-from kqactors.producer_core.partition import Effects, PartitionProducer
-from kqactors.producer_core.settings import ProducerSettings
+from kqactors.core.producer.batch import Batch
+from kqactors.core.producer.partition import Effects, PartitionProducer
+from kqactors.core.producer.settings import ProducerSettings
+from kqactors.errors import KafkaError
+from kqactors.ops import client as ops
+from kqactors.ops import producer as pops
 from kqactors.records.batch_v2 import RecordBatchBuilder, restamp
 from kqactors.records.compression import codec_id
 from kqactors.records.packed import ENTRY as _PACKED_ENTRY
@@ -26,13 +27,6 @@ from kqactors.runtime.op import ErrorCode, Op
 
 log = logging.getLogger(__name__)
 
-# Op types owned by the producer's toppar side (see docs/producer-ops.md, "Changes (toppar/app)").
-FLUSH = "FLUSH"
-PURGE = "PURGE"
-FATAL = "FATAL"
-DRAINED = "DRAINED"
-TOPPAR_WAKE = "TOPPAR_WAKE"
-RESTARTED = "TOPPAR_RESTARTED"
 _RESUME = "TOPPAR_RESUME"
 
 _PACKED_ENTRY_SIZE = _PACKED_ENTRY.size
@@ -80,7 +74,7 @@ class TopparActor(Actor):
     def _join(self) -> None:
         """Announce this toppar to main, once: the runtime publishes a spawned actor's name before it
         starts, and hosts hold ops to names not yet published, so main's LEADER answer cannot be lost."""
-        self.ctx.send(self.main_name, Op(ops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
+        self.ctx.send(self.main_name, Op(pops.TOPPAR_JOIN, {"topic": self.topic, "partition": self.partition,
                                                            "idempotent": self.settings.idempotence}))
 
     def on_stop(self) -> None:
@@ -89,7 +83,7 @@ class TopparActor(Actor):
         self._after(self.core.take_effects(), send=False)
 
     # ---- app ------------------------------------------------------------------------------------------
-    @on(ops.PRODUCE)
+    @on(pops.PRODUCE)
     def _on_produce(self, op: Op) -> None:
         payload = op.payload
         try:
@@ -104,7 +98,7 @@ class TopparActor(Actor):
             first = int(payload.get("first_msgid", 0)) if isinstance(payload, dict) else 0
             count = int(payload.get("count", 0)) if isinstance(payload, dict) else 0
             if count:
-                self._send_dr([(first, count, ops.ERR__BAD_MSG, -1, -1)])
+                self._send_dr([(first, count, KafkaError._BAD_MSG, -1, -1)])
             return
         # The frame is queued whole and only walked once, by the record encoder; a frame that turns out
         # malformed there fails its batch with _BAD_MSG (one delivery report per message still).
@@ -119,12 +113,12 @@ class TopparActor(Actor):
         self.ctx.reply(op, Op(ops.STATS, {"topic": self.topic, "partition": self.partition,
                                           **self.core.stats()}))
 
-    @on(FLUSH)
+    @on(pops.FLUSH)
     def _on_flush(self, op: Op) -> None:
         self.core.request_flush()
         self._pump()
 
-    @on(RESTARTED)
+    @on(pops.RESTARTED)
     def _on_restarted(self, op: Op) -> None:
         """This actor replaces one whose host died. The broker may hold sequences of batches the old one
         sent, so an idempotent toppar moves to a new epoch (sequences restart at 0) before sending."""
@@ -132,16 +126,16 @@ class TopparActor(Actor):
             self.restart_bump = True
             self._pump()
 
-    @on(PURGE)
+    @on(pops.PURGE)
     def _on_purge(self, op: Op) -> None:
         payload = op.payload or {}
         self.core.purge(bool(payload.get("in_queue", True)), bool(payload.get("in_flight", True)))
         self._pump()
         if op.is_request:
-            self.ctx.reply(op, Op(PURGE, {"topic": self.topic, "partition": self.partition}))
+            self.ctx.reply(op, Op(pops.PURGE, {"topic": self.topic, "partition": self.partition}))
 
     # ---- main -----------------------------------------------------------------------------------------
-    @on(ops.LEADER)
+    @on(pops.LEADER)
     def _on_leader(self, op: Op) -> None:
         payload = op.payload
         log.debug("%s: LEADER %s", self.ctx.name, payload)
@@ -150,7 +144,7 @@ class TopparActor(Actor):
             self.core.set_pid(int(payload["producer_id"]), int(payload.get("epoch", -1)))
         self._pump()
 
-    @on(ops.PID)
+    @on(pops.PID)
     def _on_pid(self, op: Op) -> None:
         payload = op.payload
         producer_id = int(payload.get("producer_id", -1))
@@ -165,14 +159,14 @@ class TopparActor(Actor):
             self.drain_wanted = True
         self._pump()
 
-    @on(FATAL)
+    @on(pops.FATAL)
     def _on_fatal(self, op: Op) -> None:
         payload = op.payload or {}
-        self.core.set_fatal(int(payload.get("code", ERROR_CODES["_FATAL"])), str(payload.get("reason", "")))
+        self.core.set_fatal(int(payload.get("code", KafkaError._FATAL)), str(payload.get("reason", "")))
         self._pump()
 
     # ---- broker ---------------------------------------------------------------------------------------
-    @on(ops.XMIT_RESULT)
+    @on(pops.XMIT_RESULT)
     def _on_xmit_result(self, op: Op) -> None:
         payload = op.payload
         log.debug("%s: XMIT_RESULT %s", self.ctx.name, payload)
@@ -184,7 +178,7 @@ class TopparActor(Actor):
         self._pump()
 
     # ---- timer ----------------------------------------------------------------------------------------
-    @on(TOPPAR_WAKE)
+    @on(pops.TOPPAR_WAKE)
     def _on_wake(self, op: Op) -> None:
         self.timer_id = None
         self.timer_at = None
@@ -216,12 +210,12 @@ class TopparActor(Actor):
             # Ask for the epoch bump only once this partition's requests are all answered.
             self.bump_sent = True
             idemp = core.idemp
-            self.ctx.send(self.main_name, Op(ops.PID_BUMP, {
+            self.ctx.send(self.main_name, Op(pops.PID_BUMP, {
                 "topic": self.topic, "partition": self.partition, "reason": self.bump_reason,
                 "producer_id": idemp.producer_id if idemp else -1, "epoch": idemp.epoch if idemp else -1}))
         if self.drain_wanted and core.in_flight_count == 0:
             self.drain_wanted = False
-            self.ctx.send(self.main_name, Op(DRAINED, {"topic": self.topic, "partition": self.partition}))
+            self.ctx.send(self.main_name, Op(pops.DRAINED, {"topic": self.topic, "partition": self.partition}))
         self._arm_timer(now)
 
     def _transmit(self, batch: Batch, now: float) -> None:
@@ -230,7 +224,7 @@ class TopparActor(Actor):
                 batch.payload = self._encode(batch)
             except Exception:  # an encoding failure must become delivery reports, not a dead actor
                 log.exception("%s: failed to encode batch", self.ctx.name)
-                self.core.on_result(batch.batch_id, ops.ERR__BAD_MSG, request_sent=False)
+                self.core.on_result(batch.batch_id, KafkaError._BAD_MSG, request_sent=False)
                 return
         elif batch.needs_restamp:
             batch.payload = restamp(batch.payload, batch.producer_id, batch.epoch, batch.base_seq)
@@ -238,7 +232,7 @@ class TopparActor(Actor):
         deadline_ms = None
         if batch.deadline != float("inf"):
             deadline_ms = int(time.time() * 1000 + (batch.deadline - now) * 1000)
-        payload = ops.xmit_payload(self.topic, self.partition, batch.batch_id, self.version, batch.count,
+        payload = pops.xmit_payload(self.topic, self.partition, batch.batch_id, self.version, batch.count,
                                    self.settings.acks, self.settings.request_timeout_ms, deadline_ms)
         # Sent as a request only so that an undeliverable XMIT (broker actor unknown on this host, or
         # restarting) comes straight back as an error; the real answer is the broker's XMIT_RESULT op.
@@ -246,14 +240,14 @@ class TopparActor(Actor):
         broker = ops.broker_name(batch.broker_id)
         log.debug("%s: XMIT batch %d (%d msgs) to broker %d", self.ctx.name, batch_id, batch.count,
                   batch.broker_id)
-        self.ctx.request(broker, Op(ops.XMIT, payload, [batch.payload]),
+        self.ctx.request(broker, Op(pops.XMIT, payload, [batch.payload]),
                          lambda reply: self._on_xmit_undeliverable(batch_id, reply),
                          max(self.settings.socket_timeout_ms / 1000.0, 1.0) + _INFLIGHT_SLACK_S)
 
     def _on_xmit_undeliverable(self, batch_id: int, reply: Op) -> None:
         if reply.error is None or reply.error.code not in (ErrorCode.UNKNOWN_ACTOR, ErrorCode.DEAD_ACTOR):
             return  # TIMED_OUT here only means "no runtime reply": the broker answers with XMIT_RESULT
-        if self.core.on_result(batch_id, ops.ERR__TRANSPORT, request_sent=False):
+        if self.core.on_result(batch_id, KafkaError._TRANSPORT, request_sent=False):
             self._pump()
 
     def _encode(self, batch: Batch) -> bytearray:
@@ -287,7 +281,7 @@ class TopparActor(Actor):
             self.ctx.send(self.main_name, Op(ops.ERR, ops.err_payload(code, reason, fatal=True)))
 
     def _send_dr(self, rows: list) -> None:
-        self.ctx.send(self.app_name, Op(ops.DR, {"topic": self.topic, "partition": self.partition,
+        self.ctx.send(self.app_name, Op(pops.DR, {"topic": self.topic, "partition": self.partition,
                                                  "rows": rows}), qid=self.app_qid)
 
     def _arm_timer(self, now: float) -> None:
@@ -299,4 +293,4 @@ class TopparActor(Actor):
         if self.timer_id is not None:
             self.ctx.cancel_timer(self.timer_id)
         self.timer_at = wake
-        self.timer_id = self.ctx.timer(max(wake - now, _MIN_TIMER_S), Op(TOPPAR_WAKE))
+        self.timer_id = self.ctx.timer(max(wake - now, _MIN_TIMER_S), Op(pops.TOPPAR_WAKE))

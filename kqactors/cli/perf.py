@@ -174,7 +174,7 @@ def _start_embedded_broker(quiet: bool) -> Any:
 
 def _kqactors_producer_factory() -> ProducerFactory | None:
     try:
-        from kqactors.producer import Producer
+        from kqactors.client.producer.producer import Producer
     except ImportError:
         return None
     return Producer

@@ -2,7 +2,7 @@
 
 kqactors.records: the Kafka record formats. RecordBatch v2 build/decode/re-stamp, a cheap header scanner for
 fetched record sets, legacy MessageSet v0/v1 decoding and the compression codecs. Pure Python, with optional
-C twins of the two per-record hot loops (kqactors/_native_records.c, switched by kqactors/native.py).
+C twins of the two per-record hot loops (kqactors/native/_native_records.c, switched by kqactors/native/__init__.py).
 """
 
 from .batch_v2 import (

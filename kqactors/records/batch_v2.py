@@ -223,8 +223,8 @@ class RecordBatchBuilder:
         """Append the messages packed in ``frame[start:end]`` (layout: ``kqactors.records.packed``); the
         producer's hot path. Returns how many were appended.
 
-        Runs the C twin ``kqactors._native_records.append_packed`` when it is built and not switched off
-        (kqactors/native.py), else ``append_packed_py``; both append the same bytes. Raises ValueError (and
+        Runs the C twin ``kqactors.native._native_records.append_packed`` when it is built and not switched off
+        (kqactors/native/__init__.py), else ``append_packed_py``; both append the same bytes. Raises ValueError (and
         appends nothing) if the range does not end on an entry or a timestamp delta overflows 64 bits.
         """
         native = _native_records

@@ -1,4 +1,4 @@
-"""Runs in: the app process (writing, via ``kqactors.producer_core.packing``) and toppar hosts (reading).
+"""Runs in: the app process (writing, via ``kqactors.core.producer.packing``) and toppar hosts (reading).
 
 Owns the byte layout of a packed-message frame, the one buffer a PRODUCE op carries from the app to a
 toppar, and the cheap scan the toppar uses to cut a frame at a batch boundary. The record encoder

@@ -175,7 +175,7 @@ def _uvarint_slow(data: bytes, pos: int) -> tuple[int, int]:
     """Raw (not zig-zag decoded) varint at ``pos``; for the multi-byte slow path.
 
     The value must fit in 64 bits (a 10th byte of 0 or 1), as Kafka's varlongs do: every decoded delta is
-    then an int64, so the C twins in kqactors/_native_records.c can use the same rule without big integers.
+    then an int64, so the C twins in kqactors/native/_native_records.c can use the same rule without big integers.
     """
     result = 0
     shift = 0
@@ -344,7 +344,7 @@ def pack_v2_records(
     Malformed records raise CorruptRecordError only (a read past the buffer, a header name that is not utf-8
     or an offset, timestamp or position that does not fit its index field included), after appending the
     entries of the records before the bad one. This is the reference of the C twin
-    ``kqactors._native_records.pack_v2_records`` (the same entries and errors, see tests/unit/records).
+    ``kqactors.native._native_records.pack_v2_records`` (the same entries and errors, see tests/unit/records).
     """
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"records range {pos}..{end} is not inside a buffer of {len(data)} bytes")

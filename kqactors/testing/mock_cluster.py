@@ -36,9 +36,9 @@ from kqactors.testing.probe import wait_until_ready
 
 __all__ = ["MockCluster", "MockRequest"]
 
-_ERR_INVALID_ARG = ERROR_CODES["_INVALID_ARG"]
-_ERR_TRANSPORT = ERROR_CODES["_TRANSPORT"]
-_ERR_TIMED_OUT = ERROR_CODES["_TIMED_OUT"]
+_ERR_INVALID_ARG = KafkaError._INVALID_ARG
+_ERR_TRANSPORT = KafkaError._TRANSPORT
+_ERR_TIMED_OUT = KafkaError._TIMED_OUT
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 

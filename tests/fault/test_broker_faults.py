@@ -11,14 +11,16 @@ from collections.abc import Callable
 
 import pytest
 
-from kqactors.actors import ops
+from kqactors.errors import KafkaError
+from kqactors.ops import client as ops
+from kqactors.ops import producer as pops
 from kqactors.records import build_batch
 from kqactors.runtime.op import Op
 from kqactors.runtime.runtime import Runtime
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 
-BROKER = "kqactors.actors.broker:BrokerActor"
+BROKER = "kqactors.actors.broker.actor:BrokerActor"
 FAST = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200, "socket.timeout.ms": 3000}
 
 
@@ -44,7 +46,7 @@ def states(events: list[Op]) -> list[str]:
 def xmit(batch_id: int, topic: str = "f", partition: int = 0, count: int = 1, deadline_ms: int | None = None) -> Op:
     now = int(time.time() * 1000)
     batch = bytes(build_batch([(now, None, b"m%d" % i, None) for i in range(count)]))
-    return Op(ops.XMIT, ops.xmit_payload(topic, partition, batch_id, 0, count, -1, 5000, deadline_ms),
+    return Op(pops.XMIT, pops.xmit_payload(topic, partition, batch_id, 0, count, -1, 5000, deadline_ms),
               frames=[batch])
 
 
@@ -67,22 +69,22 @@ def test_broker_down_fails_with_transport_then_reconnects_with_backoff(cluster):
     with Runtime(transport="inproc") as rt:
         broker = start_broker(rt, cluster)
         rt.send(broker, xmit(1))
-        (first,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
+        (first,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert first["error_code"] == 0
 
         cluster.broker_set_down(1)
         events = collect(rt, lambda ev: "DOWN" in states(ev))
         rt.send(broker, xmit(2))
-        collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT), events=events)
-        (failed,) = of_type(events, ops.XMIT_RESULT)
-        assert failed["batch_id"] == 2 and failed["error_code"] == ops.ERR__TRANSPORT
+        collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT), events=events)
+        (failed,) = of_type(events, pops.XMIT_RESULT)
+        assert failed["batch_id"] == 2 and failed["error_code"] == KafkaError._TRANSPORT
         assert failed["sent"] is False  # never left the client: a retry cannot duplicate it
         collect(rt, lambda ev: states(ev).count("CONNECT") >= 3, events=events)  # keeps trying
 
         cluster.broker_set_up(1)
         collect(rt, lambda ev: "UP" in states(ev))
         rt.send(broker, xmit(3))
-        (ok,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
+        (ok,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert (ok["batch_id"], ok["error_code"], ok["base_offset"]) == (3, 0, 1)
 
 
@@ -93,11 +95,11 @@ def test_in_flight_batches_fail_back_exactly_once_on_disconnect(cluster):
         rt.send_many((broker, xmit(i, partition=i % 2)) for i in range(4))
         rt.poll(0.3)  # let the requests go out and sit in flight
         cluster.broker_set_down(1)
-        events = collect(rt, lambda ev: len(of_type(ev, ops.XMIT_RESULT)) >= 4)
+        events = collect(rt, lambda ev: len(of_type(ev, pops.XMIT_RESULT)) >= 4)
         rt.poll(0.5, events.append)  # nothing more may arrive
-        results = of_type(events, ops.XMIT_RESULT)
+        results = of_type(events, pops.XMIT_RESULT)
         assert sorted(r["batch_id"] for r in results) == [0, 1, 2, 3]
-        assert {r["error_code"] for r in results} == {ops.ERR__TRANSPORT}
+        assert {r["error_code"] for r in results} == {KafkaError._TRANSPORT}
         assert not any("sent" in r for r in results)  # they were on the wire: possibly persisted
 
 
@@ -108,9 +110,9 @@ def test_injected_produce_errors_reach_the_toppar(cluster):
         codes = []
         for batch_id in range(3):
             rt.send(broker, xmit(batch_id))
-            (result,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
+            (result,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
             codes.append((result["batch_id"], result["error_code"]))
-        assert codes == [(0, ops.ERR_NOT_LEADER_FOR_PARTITION), (1, ops.ERR_REQUEST_TIMED_OUT), (2, 0)]
+        assert codes == [(0, KafkaError.NOT_LEADER_FOR_PARTITION), (1, KafkaError.REQUEST_TIMED_OUT), (2, 0)]
 
 
 def test_rtt_beyond_socket_timeout_times_out_then_recovers(cluster):
@@ -119,23 +121,23 @@ def test_rtt_beyond_socket_timeout_times_out_then_recovers(cluster):
         cluster.broker_set_rtt(1, 1500)
         rt.send(broker, xmit(1))
         rt.send(broker, xmit(2))
-        events = collect(rt, lambda ev: len(of_type(ev, ops.XMIT_RESULT)) == 2)
-        codes = {r["batch_id"]: r["error_code"] for r in of_type(events, ops.XMIT_RESULT)}
+        events = collect(rt, lambda ev: len(of_type(ev, pops.XMIT_RESULT)) == 2)
+        codes = {r["batch_id"]: r["error_code"] for r in of_type(events, pops.XMIT_RESULT)}
         # the first to time out tears the connection down; the other, still in flight, fails with it
-        assert sorted(codes.values()) == sorted([ops.ERR__TIMED_OUT, ops.ERR__TRANSPORT]) or \
-            set(codes.values()) == {ops.ERR__TIMED_OUT}
+        assert sorted(codes.values()) == sorted([KafkaError._TIMED_OUT, KafkaError._TRANSPORT]) or \
+            set(codes.values()) == {KafkaError._TIMED_OUT}
         assert "DOWN" in states(events)
 
         # message.timeout.ms expiring first is reported as _MSG_TIMED_OUT
         collect(rt, lambda ev: "UP" in states(ev))
         rt.send(broker, xmit(3, deadline_ms=int(time.time() * 1000) + 150))
-        (expired,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
-        assert expired["error_code"] == ops.ERR__MSG_TIMED_OUT
+        (expired,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
+        assert expired["error_code"] == KafkaError._MSG_TIMED_OUT
 
         cluster.broker_set_rtt(1, 0)
         collect(rt, lambda ev: "UP" in states(ev))
         rt.send(broker, xmit(4))
-        (ok,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
+        (ok,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert ok["error_code"] == 0
 
 
@@ -147,7 +149,7 @@ def test_api_versions_downgrade_to_v0(cluster):
         api_versions = [r for r in cluster.get_requests() if r.api_key == 18]
         assert len(api_versions) == 2, "v3 refused, then v0 accepted"
         rt.send(broker, xmit(1))
-        (ok,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
+        (ok,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert ok["error_code"] == 0
 
 
@@ -161,7 +163,7 @@ def test_unreachable_broker_fails_requests_and_keeps_backing_off():
         rt.spawn("broker/9", BROKER, {"node_id": 9, "host": "127.0.0.1", "port": port, "owner": "app",
                                       "config": FAST})
         reply = rt.request("broker/9", Op(ops.REQUEST, {"kind": "Metadata", "args": {"topics": None}}), timeout=10)
-        assert reply.payload["error_code"] == ops.ERR__TRANSPORT
+        assert reply.payload["error_code"] == KafkaError._TRANSPORT
         events: list[Op] = []
         deadline = time.monotonic() + 0.8
         while time.monotonic() < deadline:
@@ -175,7 +177,7 @@ def test_producer_survives_broker_down_rtt_and_leader_move(mock_cluster_factory)
     """Whole producer path (app → toppar → broker/N, main routing): every message gets exactly one
     successful report and each partition's offsets follow production order. (The mock cluster itself may
     append a retried batch twice — librdkafka's own producer shows the same — so the log is not checked.)"""
-    from kqactors.producer import Producer
+    from kqactors import Producer
 
     cluster = mock_cluster_factory(num_brokers=3)
     cluster.create_topic("survive", partition_cnt=3)
@@ -228,6 +230,6 @@ def test_stopping_a_broker_mid_handshake_answers_everything_as_a_lost_connection
             rt.poll(0.1)
             rt.stop("broker/5")
             reply = replies.poll(5)
-            assert reply is not None and reply.payload["error_code"] == ops.ERR__TRANSPORT
-            (result,) = of_type(collect(rt, lambda ev: of_type(ev, ops.XMIT_RESULT)), ops.XMIT_RESULT)
-            assert result["error_code"] == ops.ERR__TRANSPORT
+            assert reply is not None and reply.payload["error_code"] == KafkaError._TRANSPORT
+            (result,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
+            assert result["error_code"] == KafkaError._TRANSPORT

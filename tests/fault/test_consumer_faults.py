@@ -8,15 +8,14 @@ import time
 
 import pytest
 
-from kqactors.consumer import Consumer
-from kqactors.consumer_ops import ctoppar_name
-from kqactors.errors import ERROR_CODES
+from kqactors import Consumer
+from kqactors.errors import KafkaError
 from kqactors.message import OFFSET_BEGINNING, TopicPartition
+from kqactors.ops.consumer import ctoppar_name
 
 ck = pytest.importorskip("confluent_kafka")
 pytestmark = pytest.mark.fault
 
-E = ERROR_CODES
 FETCH = 1
 
 
@@ -48,8 +47,8 @@ def test_fetch_request_errors_are_retried_without_loss(mock_cluster_factory, uni
     cluster = mock_cluster_factory(1)
     cluster.create_topic(unique_topic, 2)
     produce(cluster.bootstrap, unique_topic, 400, 2)
-    cluster.push_request_errors(FETCH, [E["NOT_LEADER_FOR_PARTITION"], E["REQUEST_TIMED_OUT"],
-                                        E["UNKNOWN_TOPIC_OR_PART"]])
+    cluster.push_request_errors(FETCH, [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
+                                        KafkaError.UNKNOWN_TOPIC_OR_PART])
     with Consumer({"bootstrap.servers": cluster.bootstrap, "kqactors.hosts": 2,
                    "fetch.error.backoff.ms": 50}) as c:
         c.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(2)])

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from kqactors.consumer import Consumer  # noqa: E402
+from kqactors import Consumer  # noqa: E402
 from kqactors.errors import KafkaError, KafkaException  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
+from kqactors import Producer
 from kqactors.errors import KafkaError
-from kqactors.producer import Producer
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(180)]
 

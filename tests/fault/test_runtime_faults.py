@@ -17,7 +17,7 @@ import pytest
 from kqactors.runtime import CHILD_EXITED, ActorError, ErrorCode, Op, Runtime
 
 pytestmark = pytest.mark.fault
-ACTORS = "kqactors.runtime.sample_actors"
+ACTORS = "support.sample_actors"
 
 
 def wait_event(rt: Runtime, predicate, timeout: float = 15.0) -> Op:
@@ -145,10 +145,10 @@ SCRIPT = textwrap.dedent("""
     import sys, time
     from kqactors.runtime import Runtime, Op
     rt = Runtime(hosts=2)
-    rt.spawn("echo", "kqactors.runtime.sample_actors:EchoActor")
+    rt.spawn("echo", "support.sample_actors:EchoActor")
     rt.request("echo", Op("ECHO"), 10)
     if sys.argv[1] == "wedge":  # both hosts stuck, deaf to SIGTERM: only the stdin lifeline can tell them
-        rt.spawn("echo1", "kqactors.runtime.sample_actors:EchoActor", host=1)
+        rt.spawn("echo1", "support.sample_actors:EchoActor", host=1)
         rt.send("echo", Op("WEDGE", 60))
         rt.send("echo1", Op("WEDGE", 60))
         time.sleep(0.5)

@@ -15,7 +15,7 @@ import pytest
 from kqactors.runtime import ActorError, ErrorCode, Op, Runtime
 
 pytestmark = [pytest.mark.fault, pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")]
-ACTORS = "kqactors.runtime.sample_actors"
+ACTORS = "support.sample_actors"
 
 
 def _wait_child(pid: int, timeout: float) -> int:
@@ -70,7 +70,7 @@ SCRIPT = textwrap.dedent("""
     import os, sys
     from kqactors.runtime import Runtime, Op, ActorError
     rt = Runtime(hosts=1)
-    rt.spawn("echo", "kqactors.runtime.sample_actors:EchoActor")
+    rt.spawn("echo", "support.sample_actors:EchoActor")
     pid = os.fork()
     if pid == 0:
         try:

@@ -10,14 +10,13 @@ import time
 import pytest
 from integration_helpers import make_topic
 
-from kqactors.consumer import Consumer
-from kqactors.errors import ERROR_CODES, KafkaException
+from kqactors import Consumer
+from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_CREATE_TIME, TopicPartition
 
 ck = pytest.importorskip("confluent_kafka")
 pytestmark = pytest.mark.integration
 
-E = ERROR_CODES
 PARTITIONS = 3
 
 
@@ -57,7 +56,7 @@ def test_consumes_every_message_in_order_with_content_and_eof(cluster, unique_to
         errors: list = []
         msgs = drain(c, 600, errors=errors)
         deadline = time.monotonic() + 10
-        while len([e for e in errors if e.code() == E["_PARTITION_EOF"]]) < PARTITIONS \
+        while len([e for e in errors if e.code() == KafkaError._PARTITION_EOF]) < PARTITIONS \
                 and time.monotonic() < deadline:
             errors.extend(m.error() for m in c.consume(10, 0.2) if m.error())
         assert len(msgs) == 600
@@ -72,7 +71,7 @@ def test_consumes_every_message_in_order_with_content_and_eof(cluster, unique_to
             by_partition.setdefault(msg.partition(), []).append(msg.offset())
         for offsets in by_partition.values():
             assert offsets == list(range(len(offsets)))
-        eofs = [e for e in errors if e.code() == E["_PARTITION_EOF"]]
+        eofs = [e for e in errors if e.code() == KafkaError._PARTITION_EOF]
         assert len(eofs) == PARTITIONS
         positions = c.position([TopicPartition(unique_topic, p) for p in range(PARTITIONS)])
         assert [tp.offset for tp in positions] == [200, 200, 200]
@@ -101,12 +100,12 @@ def test_no_eof_for_a_partition_cut_by_fetch_max_bytes(request, broker, unique_t
             for msg in c.consume(100, 0.2):
                 if msg.error() is None:
                     offsets[msg.partition()].append(msg.offset())
-                elif msg.error().code() == E["_PARTITION_EOF"]:
+                elif msg.error().code() == KafkaError._PARTITION_EOF:
                     eofs[msg.partition()].append(msg.offset())
                 else:
                     raise AssertionError(msg.error())
         for msg in c.consume(100, 0.5):  # a late EOF or message would show up here
-            assert msg.error() is not None and msg.error().code() == E["_PARTITION_EOF"], msg
+            assert msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF, msg
             eofs[msg.partition()].append(msg.offset())
         assert offsets == {0: list(range(20)), 1: list(range(20))}
         assert eofs == {0: [20], 1: [20]}
@@ -160,7 +159,7 @@ def test_offset_out_of_range_follows_auto_offset_reset(mock_cluster, unique_topi
         else:
             errors: list = []
             assert drain(c, 1, timeout=5, errors=errors) == []
-            assert errors and errors[0].code() == E["_AUTO_OFFSET_RESET"]
+            assert errors and errors[0].code() == KafkaError._AUTO_OFFSET_RESET
 
 
 def test_small_prefetch_still_delivers_everything(cluster, unique_topic):
@@ -256,7 +255,7 @@ def test_unknown_topic_is_reported_not_hung(cluster, unique_topic):
         deadline = time.monotonic() + 15
         while not errors and time.monotonic() < deadline:
             errors.extend(m.error() for m in c.consume(10, 0.5) if m.error())
-        assert errors and errors[0].code() in (E["_UNKNOWN_TOPIC"], E["UNKNOWN_TOPIC_OR_PART"])
+        assert errors and errors[0].code() in (KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
 def test_bad_input_and_closed_consumer(mock_cluster, unique_topic):
@@ -307,4 +306,4 @@ def test_error_cb_reports_unreachable_brokers():
         deadline = time.monotonic() + 10
         while not seen and time.monotonic() < deadline:
             assert c.poll(0.2) is None
-    assert seen and seen[0].code() in (E["_ALL_BROKERS_DOWN"], E["_TRANSPORT"])
+    assert seen and seen[0].code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT)

@@ -13,7 +13,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from integration_helpers import assigned_keys, poll, poll_until, produce_round_robin  # noqa: E402
 
-from kqactors.consumer import Consumer  # noqa: E402
+from kqactors import Consumer  # noqa: E402
 from kqactors.errors import KafkaError, KafkaException  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
 

@@ -32,14 +32,13 @@ from typing import NamedTuple
 import pytest
 from integration_helpers import make_topic
 
-from kqactors.consumer import Consumer
-from kqactors.errors import ERROR_CODES
+from kqactors import Consumer
+from kqactors.errors import KafkaError
 from kqactors.message import OFFSET_BEGINNING, TopicPartition
 
 ck = pytest.importorskip("confluent_kafka")
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-E = ERROR_CODES
 PARTITIONS = 3
 COMMIT, ABORT, PLAIN, OPEN = "commit", "abort", "plain", "open"
 
@@ -150,7 +149,7 @@ def read_until_eof(consumer, partitions: Iterable[int], timeout: float = 20.0,
             error = msg.error()
             if error is None:
                 messages.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))
-            elif error.code() == E["_PARTITION_EOF"]:
+            elif error.code() == KafkaError._PARTITION_EOF:
                 eofs.setdefault(msg.partition(), []).append(msg.offset())
             else:
                 raise AssertionError(f"unexpected consumer error: {error}")

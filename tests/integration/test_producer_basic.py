@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from kqactors import Producer
 from kqactors.errors import KafkaError, KafkaException
-from kqactors.producer import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import time
 import psutil
 import pytest
 
+from kqactors import Producer
 from kqactors.errors import KafkaError, KafkaException
-from kqactors.producer import Producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

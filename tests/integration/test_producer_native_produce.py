@@ -1,4 +1,4 @@
-"""Producer.produce in C (kqactors._native.ProducerCore) against its reference, Producer._produce_py.
+"""Producer.produce in C (kqactors.native._native.ProducerCore) against its reference, Producer._produce_py.
 
 Runs in: the pytest process, against real brokers (the librdkafka mock cluster and Tansu). With the
 extension, ``producer.produce`` is the C twin and ``producer._produce_py`` the Python body it hands every
@@ -23,9 +23,9 @@ import pytest
 from integration_helpers import confluent_kafka as ck
 from integration_helpers import make_topic
 
+from kqactors import Producer
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.native import NATIVE
-from kqactors.producer import Producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

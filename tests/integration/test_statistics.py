@@ -11,8 +11,10 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-from kqactors.consumer import Consumer  # noqa: E402
-from kqactors.producer import Producer  # noqa: E402
+from kqactors import (  # noqa: E402
+    Consumer,
+    Producer,
+)
 
 pytestmark = pytest.mark.timeout(90)
 

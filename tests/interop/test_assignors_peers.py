@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.cgrp.assignors import MemberSubscription, assignor_for
-from kqactors.cgrp.member_metadata import (
+from kqactors.core.group.assignors import MemberSubscription, assignor_for
+from kqactors.core.group.member_metadata import (
     decode_assignment,
     decode_subscription,
     encode_assignment,

@@ -10,7 +10,7 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-from kqactors.consumer import Consumer  # noqa: E402
+from kqactors import Consumer  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

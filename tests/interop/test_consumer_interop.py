@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kqactors.consumer import Consumer
+from kqactors import Consumer
 from kqactors.message import OFFSET_BEGINNING, TopicPartition
 
 ck = pytest.importorskip("confluent_kafka")

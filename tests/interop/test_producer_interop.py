@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kqactors.producer import Producer
+from kqactors import Producer
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
 

@@ -51,7 +51,7 @@ def test_names_match_confluent_kafka():
 
 def test_alias_not_leader_or_follower():
     assert KafkaError.NOT_LEADER_OR_FOLLOWER == KafkaError.NOT_LEADER_FOR_PARTITION == 6
-    assert ERROR_CODES["NOT_LEADER_OR_FOLLOWER"] == 6
+    assert KafkaError.NOT_LEADER_OR_FOLLOWER == 6
 
 
 def test_descriptions_carry_local_or_broker_prefix():

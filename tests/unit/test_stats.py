@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kqactors.stats import (
+from kqactors.core.stats import (
     ConnectionCounters,
     LatencyWindow,
     StatsEmitter,

@@ -1,4 +1,4 @@
-"""Unit tests for the socket-free broker connection state machine (kqactors.actors.connection)."""
+"""Unit tests for the socket-free broker connection state machine (kqactors.core.connection)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.actors.connection import Connection, ConnState, ReconnectBackoff, Request
-from kqactors.actors.ops import ERR__TIMED_OUT, ERR__TRANSPORT, ERR_UNSUPPORTED_VERSION
+from kqactors.core.connection import Connection, ConnState, ReconnectBackoff, Request
+from kqactors.errors import KafkaError
 from kqactors.protocol.api import API_VERSIONS_KEY
 from kqactors.protocol.errors import ProtocolError
 from kqactors.protocol.handshake import read_api_versions
@@ -100,7 +100,7 @@ def test_unsupported_version_answer_retries_at_the_mock_clusters_advertised_vers
     conn.on_connected(0.0)
     (first,) = parse_requests(drain(conn))
     # non-standard body: error code, then the api count as one raw byte; it advertises ApiVersions v0..v2
-    weird = struct.pack(">h", ERR_UNSUPPORTED_VERSION) + bytes([1]) + struct.pack(">hhh", 18, 0, 2)
+    weird = struct.pack(">h", KafkaError.UNSUPPORTED_VERSION) + bytes([1]) + struct.pack(">hhh", 18, 0, 2)
     conn.feed(response_frame(first["corr_id"], weird), 0.0)
     assert conn.state == ConnState.APIVERSION_QUERY
     (second,) = parse_requests(drain(conn))
@@ -117,7 +117,7 @@ def test_unsupported_version_answer_without_a_readable_range_retries_at_v0():
     conn.start_connect(0.0)
     conn.on_connected(0.0)
     (first,) = parse_requests(drain(conn))
-    conn.feed(response_frame(first["corr_id"], struct.pack(">h", ERR_UNSUPPORTED_VERSION)), 0.0)
+    conn.feed(response_frame(first["corr_id"], struct.pack(">h", KafkaError.UNSUPPORTED_VERSION)), 0.0)
     (second,) = parse_requests(drain(conn))
     assert second["api_key"] == API_VERSIONS_KEY and second["version"] == 0
     conn.feed(response_frame(second["corr_id"], api_versions_body_v0(BROKER_APIS)), 0.0)
@@ -212,9 +212,9 @@ def test_in_flight_timeout_times_out_and_asks_for_disconnect_then_rest_fail_tran
     assert conn.next_deadline() == pytest.approx(11.0)
     assert conn.check_timeouts(10.5) == ([], False)
     done, must_disconnect = conn.check_timeouts(11.0)
-    assert must_disconnect and [(c.request.context, c.error_code) for c in done] == [("first", ERR__TIMED_OUT)]
+    assert must_disconnect and [(c.request.context, c.error_code) for c in done] == [("first", KafkaError._TIMED_OUT)]
     rest = conn.on_disconnect(11.0, "timeout")
-    assert [(c.request.context, c.error_code) for c in rest] == [("second", ERR__TRANSPORT)]
+    assert [(c.request.context, c.error_code) for c in rest] == [("second", KafkaError._TRANSPORT)]
     assert conn.state == ConnState.DOWN and not conn.has_output()
 
 
@@ -240,7 +240,7 @@ def test_disconnect_fails_everything_exactly_once_and_reconnect_works():
     drain(conn)
     failed = conn.on_disconnect(0.5, "reset by peer")
     assert sorted(c.request.context for c in failed) == [0, 1, 2, 3]
-    assert {c.error_code for c in failed} == {ERR__TRANSPORT}
+    assert {c.error_code for c in failed} == {KafkaError._TRANSPORT}
     assert conn.on_disconnect(0.6, "again") == []
     # new connection: handshake again, then new requests flow
     conn.start_connect(1.0)

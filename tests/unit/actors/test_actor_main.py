@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.actors import ops
 from kqactors.actors.main import MainActor, parse_bootstrap
-from kqactors.actors.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
-from kqactors.actors.requests import snapshot_to_wire
+from kqactors.core.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
+from kqactors.errors import KafkaError
+from kqactors.ops import client as ops
+from kqactors.ops import producer as pops
+from kqactors.protocol.requests import snapshot_to_wire
 from kqactors.runtime.op import REPLY, Op
 
 
@@ -93,7 +95,7 @@ def test_bootstrap_then_learned_brokers_replace_bootstrap_ones():
 def test_toppar_join_leader_moves_and_partition_membership():
     actor, ctx = started()
     ctx.requests[0][2](response(wire([], brokers=(1, 2))))
-    join = Op(ops.TOPPAR_JOIN, {"topic": "t", "partition": 0}, reply_to=("toppar/t/0", 0, 0), sender="toppar/t/0")
+    join = Op(pops.TOPPAR_JOIN, {"topic": "t", "partition": 0}, reply_to=("toppar/t/0", 0, 0), sender="toppar/t/0")
     actor.handle(join)
     (_, reply) = ctx.replies[-1]
     assert reply.payload["broker_id"] == -1  # not known yet; a refresh for "t" was asked for
@@ -101,19 +103,19 @@ def test_toppar_join_leader_moves_and_partition_membership():
     name, op, on_reply = ctx.requests[-1]
     assert op.payload["args"]["topics"] == ["t"]
     on_reply(response(wire([1, 2])))
-    assert ctx.take(ops.LEADER) == [("toppar/t/0", ops.leader_payload("t", 0, 1, 0))]
+    assert ctx.take(pops.LEADER) == [("toppar/t/0", pops.leader_payload("t", 0, 1, 0))]
     assert ("broker/1", ops.partition_membership_payload("t", 0, 0)) in ctx.take(ops.PARTITION_JOIN)
 
     actor.handle(Op(ops.METADATA_REFRESH, ops.metadata_refresh_payload("t", "NOT_LEADER")))
     name, op, on_reply = ctx.requests[-1]
     on_reply(response(wire([2, 2], epoch=1)))
-    assert ctx.take(ops.LEADER) == [("toppar/t/0", ops.leader_payload("t", 0, 2, 1))]
+    assert ctx.take(pops.LEADER) == [("toppar/t/0", pops.leader_payload("t", 0, 2, 1))]
     assert ctx.take(ops.PARTITION_LEAVE) == [("broker/1", ops.partition_membership_payload("t", 0, 1))]
 
 
 def test_failed_refresh_is_retried_fast():
     actor, ctx = started()
-    ctx.requests[0][2](error_response(ops.ERR__TRANSPORT))
+    ctx.requests[0][2](error_response(KafkaError._TRANSPORT))
     before = len(ctx.requests)
     actor.scheduler._fast_at = 0.0  # pretend the fast backoff elapsed
     actor._on_tick(None)
@@ -127,43 +129,43 @@ def test_init_producer_id_retries_after_retriable_errors_and_broadcasts_pid():
     actor.handle(Op(ops.BROKER_STATE, {"node_id": 1, "state": "UP"}))
     pid_requests = [r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"]
     assert len(pid_requests) == 1
-    pid_requests[0][2](error_response(ops.ERR__DESTROY))  # its broker was retired meanwhile
+    pid_requests[0][2](error_response(KafkaError._DESTROY))  # its broker was retired meanwhile
     assert actor.idempotent and actor.producer_id == -1
     actor.pid_retry_at = 0.0
     actor._on_tick(None)
     pid_requests = [r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"]
     assert len(pid_requests) == 2
     pid_requests[1][2](response({"error_code": 0, "producer_id": 42, "producer_epoch": 3}))
-    assert ("toppar/t/0", ops.pid_payload(42, 3)) in ctx.take(ops.PID)
+    assert ("toppar/t/0", pops.pid_payload(42, 3)) in ctx.take(pops.PID)
 
     # an epoch bump: every toppar drains first, then the epoch is bumped locally, once
     actor.toppars[("t", 1)] = "toppar/t/1"
-    actor.handle(Op(ops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "x"}))
-    actor.handle(Op(ops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "x"}))
-    drains = ctx.take(ops.PID)
+    actor.handle(Op(pops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "x"}))
+    actor.handle(Op(pops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "x"}))
+    drains = ctx.take(pops.PID)
     assert sorted(name for name, _ in drains) == ["toppar/t/0", "toppar/t/1"]
     assert all(p["drain"] and p["producer_id"] == -1 for _, p in drains)
-    actor.handle(Op(ops.DRAINED, {"topic": "t", "partition": 0}))
-    assert ctx.take(ops.PID) == []  # toppar/t/1 still has requests in flight
-    actor.handle(Op(ops.DRAINED, {"topic": "t", "partition": 1}))
-    bumped = ctx.take(ops.PID)
-    assert sorted(bumped) == [("app", ops.pid_payload(42, 4)), ("toppar/t/0", ops.pid_payload(42, 4)),
-                              ("toppar/t/1", ops.pid_payload(42, 4))]
+    actor.handle(Op(pops.DRAINED, {"topic": "t", "partition": 0}))
+    assert ctx.take(pops.PID) == []  # toppar/t/1 still has requests in flight
+    actor.handle(Op(pops.DRAINED, {"topic": "t", "partition": 1}))
+    bumped = ctx.take(pops.PID)
+    assert sorted(bumped) == [("app", pops.pid_payload(42, 4)), ("toppar/t/0", pops.pid_payload(42, 4)),
+                              ("toppar/t/1", pops.pid_payload(42, 4))]
     assert len([r for r in ctx.requests if r[1].payload["kind"] == "InitProducerId"]) == 2  # no new request
-    actor.handle(Op(ops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "late"}))  # stale: ignored
-    assert ctx.take(ops.PID) == []
+    actor.handle(Op(pops.PID_BUMP, {"producer_id": 42, "epoch": 3, "reason": "late"}))  # stale: ignored
+    assert ctx.take(pops.PID) == []
 
 
 def test_drain_gives_up_waiting_after_the_socket_timeout():
     actor, ctx = started(**{"enable.idempotence": True})
     actor.toppars[("t", 0)] = "toppar/t/0"
     actor._set_pid(7, 0)
-    ctx.take(ops.PID)
-    actor.handle(Op(ops.PID_BUMP, {"producer_id": 7, "epoch": 0, "reason": "x"}))
-    ctx.take(ops.PID)
+    ctx.take(pops.PID)
+    actor.handle(Op(pops.PID_BUMP, {"producer_id": 7, "epoch": 0, "reason": "x"}))
+    ctx.take(pops.PID)
     actor.drain_deadline = 0.0
     actor._on_tick(None)
-    assert ("toppar/t/0", ops.pid_payload(7, 1)) in ctx.take(ops.PID)
+    assert ("toppar/t/0", pops.pid_payload(7, 1)) in ctx.take(pops.PID)
 
 
 def test_fatal_init_producer_id_error_reaches_the_app():
@@ -181,4 +183,4 @@ def test_all_brokers_down_reported_once():
     for node_id in (-1, -2, -1):
         actor.handle(Op(ops.BROKER_STATE, {"node_id": node_id, "state": "DOWN"}))
     errs = ctx.take(ops.ERR)
-    assert [e[1]["code"] for e in errs] == [ops.ERR__ALL_BROKERS_DOWN]
+    assert [e[1]["code"] for e in errs] == [KafkaError._ALL_BROKERS_DOWN]

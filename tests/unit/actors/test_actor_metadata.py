@@ -1,11 +1,11 @@
-"""Unit tests for the metadata cache, leader routing and refresh scheduling (kqactors.actors.metadata)."""
+"""Unit tests for the metadata cache, leader routing and refresh scheduling (kqactors.core.metadata)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.actors.metadata import (
+from kqactors.core.metadata import (
     BrokerInfo,
     LeaderChange,
     MetadataCache,
@@ -14,7 +14,7 @@ from kqactors.actors.metadata import (
     RefreshScheduler,
     TopicInfo,
 )
-from kqactors.actors.ops import ERR_LEADER_NOT_AVAILABLE, ERR_UNKNOWN_TOPIC_OR_PART
+from kqactors.errors import KafkaError
 
 B1, B2, B3 = BrokerInfo(1, "127.0.0.1", 9001), BrokerInfo(2, "127.0.0.1", 9002), BrokerInfo(3, "127.0.0.1", 9003)
 
@@ -65,7 +65,7 @@ def test_broker_added_removed_and_moved():
 
 def test_leader_errors_mark_topic_unresolved_and_route_nowhere():
     cache = MetadataCache()
-    delta = cache.apply(MetadataSnapshot([B1], [topic("t", [1, 1], part_errors={1: ERR_LEADER_NOT_AVAILABLE})]),
+    delta = cache.apply(MetadataSnapshot([B1], [topic("t", [1, 1], part_errors={1: KafkaError.LEADER_NOT_AVAILABLE})]),
                         ["t"], 0.0)
     assert cache.leader("t", 1) == -1 and cache.leader("t", 0) == 1
     assert delta.unresolved_topics == {"t"}
@@ -73,8 +73,8 @@ def test_leader_errors_mark_topic_unresolved_and_route_nowhere():
 
 def test_topic_being_created_then_existing():
     cache = MetadataCache()
-    delta = cache.apply(MetadataSnapshot([B1], [TopicInfo("new", ERR_LEADER_NOT_AVAILABLE)]), ["new"], 0.0)
-    assert delta.topic_errors == {"new": ERR_LEADER_NOT_AVAILABLE} and delta.unresolved_topics == {"new"}
+    delta = cache.apply(MetadataSnapshot([B1], [TopicInfo("new", KafkaError.LEADER_NOT_AVAILABLE)]), ["new"], 0.0)
+    assert delta.topic_errors == {"new": KafkaError.LEADER_NOT_AVAILABLE} and delta.unresolved_topics == {"new"}
     assert cache.partition_count("new") == 0
     delta = cache.apply(MetadataSnapshot([B1], [topic("new", [1])]), ["new"], 1.0)
     assert delta.topic_errors == {"new": 0} and delta.partition_counts == {"new": (0, 1)}
@@ -83,10 +83,10 @@ def test_topic_being_created_then_existing():
 def test_deleted_topic_drops_partitions_and_leaders():
     cache = MetadataCache()
     cache.apply(MetadataSnapshot([B1], [topic("t", [1, 1])]), ["t"], 0.0)
-    delta = cache.apply(MetadataSnapshot([B1], [TopicInfo("t", ERR_UNKNOWN_TOPIC_OR_PART)]), ["t"], 1.0)
+    delta = cache.apply(MetadataSnapshot([B1], [TopicInfo("t", KafkaError.UNKNOWN_TOPIC_OR_PART)]), ["t"], 1.0)
     assert delta.topics_removed == ["t"] and delta.partition_counts == {"t": (2, 0)}
     assert {c.new_leader for c in delta.leader_changes} == {-1}
-    assert cache.topic_error("t") == ERR_UNKNOWN_TOPIC_OR_PART and cache.leader("t", 0) == -1
+    assert cache.topic_error("t") == KafkaError.UNKNOWN_TOPIC_OR_PART and cache.leader("t", 0) == -1
 
 
 def test_full_refresh_forgets_absent_topics_but_sparse_does_not():

@@ -1,4 +1,4 @@
-"""Unit tests for request kinds and Produce assembly (kqactors.actors.requests)."""
+"""Unit tests for request kinds and Produce assembly (kqactors.protocol.requests)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.actors.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
-from kqactors.actors.requests import (
+from kqactors.core.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
+from kqactors.protocol.generated.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kqactors.protocol.requests import (
     REQUEST_KINDS,
     RequestKind,
     XmitEntry,
@@ -17,12 +23,6 @@ from kqactors.actors.requests import (
     register_request_kind,
     snapshot_from_wire,
     snapshot_to_wire,
-)
-from kqactors.protocol.generated.produce import (
-    PartitionProduceResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TopicProduceResponse,
 )
 
 

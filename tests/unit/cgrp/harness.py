@@ -3,8 +3,8 @@ responses (generated protocol response classes, as the cgrp actor would decode t
 
 from __future__ import annotations
 
-from kqactors.cgrp import GroupSettings, GroupStateMachine, SendRequest
-from kqactors.cgrp.member_metadata import encode_assignment, encode_subscription
+from kqactors.core.group import GroupSettings, GroupStateMachine, SendRequest
+from kqactors.core.group.member_metadata import encode_assignment, encode_subscription
 from kqactors.errors import KafkaError
 from kqactors.protocol.generated.find_coordinator import FindCoordinatorResponse
 from kqactors.protocol.generated.heartbeat import HeartbeatResponse

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kqactors.cgrp.assignors import MemberSubscription, assignor_for, member_order_key
-from kqactors.cgrp.assignors.sticky import sticky_assign, valid_owners, withhold_transfers
+from kqactors.core.group.assignors import MemberSubscription, assignor_for, member_order_key
+from kqactors.core.group.assignors.sticky import sticky_assign, valid_owners, withhold_transfers
 
 ALL = ["range", "roundrobin", "cooperative-sticky"]
 

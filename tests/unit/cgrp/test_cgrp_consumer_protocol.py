@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.cgrp import (
+from kqactors.core.group import (
     ASSIGN,
     LOST,
     REVOKE,
@@ -21,7 +21,7 @@ from kqactors.cgrp import (
     StopFetching,
     SurfaceError,
 )
-from kqactors.cgrp.requests import build_request
+from kqactors.core.group.requests import build_request
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import TopicPartition
 from kqactors.protocol.generated.consumer_group_heartbeat import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.cgrp import (
+from kqactors.core.group import (
     ASSIGN,
     REVOKE,
     CoordinatorChanged,
@@ -18,7 +18,7 @@ from kqactors.cgrp import (
     StartFetching,
     StopFetching,
 )
-from kqactors.cgrp.member_metadata import decode_assignment, decode_subscription
+from kqactors.core.group.member_metadata import decode_assignment, decode_subscription
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_INVALID, TopicPartition
 from kqactors.protocol.api import api_info

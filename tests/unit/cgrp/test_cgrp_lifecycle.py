@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.cgrp import (
+from kqactors.core.group import (
     LOST,
     REVOKE,
     Closed,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.consumer_core import (
+from kqactors.core.consumer import (
     CreditReturner,
     FetchPlanner,
     FetchSettings,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.consumer_core import FetchPlanner, FetchSettings, SliceDecoder, classify_fetch_error
-from kqactors.consumer_core.planner import ACTIVE, AWAITING_RESET, STOPPED
+from kqactors.core.consumer import FetchPlanner, FetchSettings, SliceDecoder, classify_fetch_error
+from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, STOPPED
 from kqactors.errors import ERROR_CODES as C
 from kqactors.protocol.generated.fetch import (
     AbortedTransaction,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kqactors.config import Config
-from kqactors.consumer_core import FetchSettings, PositionTable, VersionGate
+from kqactors.core.consumer import FetchSettings, PositionTable, VersionGate
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_INVALID, OFFSET_STORED
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.consumer_core import CreditReturner, FetchSettings, PrefetchCredit, partition_limits
+from kqactors.core.consumer import CreditReturner, FetchSettings, PrefetchCredit, partition_limits
 
 
 def test_flow_closes_at_either_limit_and_reopens_on_credit() -> None:

@@ -1,5 +1,5 @@
 """Runs in: unit tests. MessageBatch.take()'s per-entry loop has a pure-Python reference and a C twin
-(``kqactors._native.take_entries``): both must give the same Messages, counts, prefetch bytes and skips for
+(``kqactors.native._native.take_entries``): both must give the same Messages, counts, prefetch bytes and skips for
 any frame; the C one must leak nothing, leave its Messages to no cycle collection, and refuse a malformed
 frame with an exception instead of reading outside it."""
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.consumer_core.packing import (
+from kqactors.core.consumer.packing import (
     KIND_EOF,
     KIND_ERROR,
     KIND_SKIP,

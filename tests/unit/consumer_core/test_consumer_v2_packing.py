@@ -9,7 +9,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.consumer_core import FetchedSlice, FetchSettings, MessageBatch, MessageBatchWriter, SliceDecoder
+from kqactors.core.consumer import FetchedSlice, FetchSettings, MessageBatch, MessageBatchWriter, SliceDecoder
 from kqactors.errors import KafkaError
 from kqactors.records import LZ4, NONE, ZSTD, build_batch, decode_record_set
 from kqactors.records.batch_v2 import BATCH_HEADER_SIZE, LOG_APPEND_TIME

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors import consumer_ops as cops
-from kqactors.actors import ctoppar, ops
-from kqactors.consumer_core import FetchedSlice, MessageBatch
+from kqactors.actors import ctoppar
+from kqactors.core.consumer import FetchedSlice, MessageBatch
+from kqactors.ops import client as ops
+from kqactors.ops import consumer as cops
+from kqactors.ops import producer as pops
 from kqactors.records import ZSTD, build_batch
 from kqactors.runtime.host import DIRECTORY, HostCore
 from kqactors.runtime.op import HOST_CONTROL, Op
@@ -31,7 +33,7 @@ class _Harness:
         self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", "main": "h1"}}, target=HOST_CONTROL)])
         self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
         self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0}, sender="app"),
-                     Op(ops.LEADER, {"broker_id": 1}, sender="main"))
+                     Op(pops.LEADER, {"broker_id": 1}, sender="main"))
 
     def _transmit(self, _key: str, batch: list[Op]) -> None:
         self.to_app.extend(op for op in batch if op.type == cops.CONSUMER_BATCH)

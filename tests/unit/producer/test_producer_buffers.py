@@ -12,10 +12,10 @@ import weakref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.errors import ERROR_CODES
+from kqactors.client.producer.buffers import OFFSET_INVALID, _complete_ok_py, new_producer_buffers
+from kqactors.core.producer.packing import unpack_messages
+from kqactors.errors import KafkaError
 from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
-from kqactors.producer_buffers import OFFSET_INVALID, _complete_ok_py, new_producer_buffers
-from kqactors.producer_core.packing import unpack_messages
 
 _bytes_or_none = st.one_of(st.none(), st.binary(max_size=32))
 _headers = st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=6), _bytes_or_none), min_size=1, max_size=3))
@@ -81,12 +81,12 @@ def test_errors_log_append_time_and_only_errors(impl):
         buffers.append("t", 2, None, b"v", None, 50 + index, None, 1)
     buffers.take_all()
     cb = print
-    rows = [(1, 2, ERROR_CODES["_MSG_TIMED_OUT"], -1, -1), (3, 2, 0, 40, 999), (5, 2, 0, -1, -1)]
+    rows = [(1, 2, KafkaError._MSG_TIMED_OUT, -1, -1), (3, 2, 0, 40, 999), (5, 2, 0, -1, -1)]
     assert buffers.complete("t", 2, rows, cb, False) == 6
     reports = [(err.code() if err else None, msg.offset(), msg.timestamp()) for _cb, err, msg in buffers.ready]
     assert reports == [
-        (ERROR_CODES["_MSG_TIMED_OUT"], OFFSET_INVALID, (TIMESTAMP_CREATE_TIME, 50)),
-        (ERROR_CODES["_MSG_TIMED_OUT"], OFFSET_INVALID, (TIMESTAMP_CREATE_TIME, 51)),
+        (KafkaError._MSG_TIMED_OUT, OFFSET_INVALID, (TIMESTAMP_CREATE_TIME, 50)),
+        (KafkaError._MSG_TIMED_OUT, OFFSET_INVALID, (TIMESTAMP_CREATE_TIME, 51)),
         (None, 40, (TIMESTAMP_LOG_APPEND_TIME, 999)),
         (None, 41, (TIMESTAMP_LOG_APPEND_TIME, 999)),
         (None, OFFSET_INVALID, (TIMESTAMP_CREATE_TIME, 54)),
@@ -96,8 +96,8 @@ def test_errors_log_append_time_and_only_errors(impl):
     buffers.append("t", 2, None, b"v", None, 1, None, 1)
     buffers.append("t", 2, None, b"v", None, 1, None, 1)
     buffers.take_all()
-    assert buffers.complete("t", 2, [(7, 1, 0, 5, -1), (8, 1, ERROR_CODES["_PURGE_QUEUE"], -1, -1)], cb, True) == 2
-    assert [err.code() for _cb, err, _msg in buffers.ready] == [ERROR_CODES["_PURGE_QUEUE"]]
+    assert buffers.complete("t", 2, [(7, 1, 0, 5, -1), (8, 1, KafkaError._PURGE_QUEUE, -1, -1)], cb, True) == 2
+    assert [err.code() for _cb, err, _msg in buffers.ready] == [KafkaError._PURGE_QUEUE]
 
 
 def test_queue_limits(impl):
@@ -122,9 +122,9 @@ def test_fail_everything_reports_each_pending_message_once(impl):
     buffers.take_all()
     buffers.append("t", 0, None, b"w", None, 9, None, 1)  # still in its packer
     buffers.complete("t", 0, [(1, 1, 0, 0, -1)], None, False)
-    assert buffers.fail_everything(ERROR_CODES["_DESTROY"], print) == 5
+    assert buffers.fail_everything(KafkaError._DESTROY, print) == 5
     assert len(buffers.ready) == 5 and buffers.count == 0 and buffers.unsent == 0
-    assert all(err.code() == ERROR_CODES["_DESTROY"] for _cb, err, _msg in buffers.ready)
+    assert all(err.code() == KafkaError._DESTROY for _cb, err, _msg in buffers.ready)
 
 
 def test_concurrent_takes_lose_and_duplicate_nothing(impl):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from kqactors.core.producer.packing import SEGMENT_BYTES, MessagePacker, pack_messages, record_size_estimate
+from kqactors.core.producer.partition import PartitionProducer
+from kqactors.core.producer.settings import ProducerSettings
 from kqactors.errors import ERROR_CODES as C
-from kqactors.producer_core.packing import SEGMENT_BYTES, MessagePacker, pack_messages, record_size_estimate
-from kqactors.producer_core.partition import PartitionProducer
-from kqactors.producer_core.settings import ProducerSettings
 from kqactors.records import RecordBatchBuilder, decode_record_set
 
 

@@ -3,10 +3,10 @@ KIP-360 drain + epoch bump, fatal desynchronisation, duplicate sequences, implic
 
 from __future__ import annotations
 
+from kqactors.core.producer.batch import wrap_seq
+from kqactors.core.producer.partition import PartitionProducer
+from kqactors.core.producer.settings import ProducerSettings
 from kqactors.errors import ERROR_CODES as C
-from kqactors.producer_core.batch import wrap_seq
-from kqactors.producer_core.partition import PartitionProducer
-from kqactors.producer_core.settings import ProducerSettings
 
 
 class FakeClock:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.producer_core.packing import PyMessagePacker, unpack_messages
+from kqactors.core.producer.packing import PyMessagePacker, unpack_messages
 
 
 def packer_class(impl):
@@ -124,7 +124,7 @@ def test_native_packer_writes_the_same_bytes_as_python(native, rounds, first):
 
 
 def test_native_cuts_follow_segment_bytes(native):
-    from kqactors.producer_core.packing import SEGMENT_BYTES
+    from kqactors.core.producer.packing import SEGMENT_BYTES
 
     py, c = PyMessagePacker(), native.Packer()
     value = b"v" * 1000

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kqactors.core.producer.partition import INFLIGHT_GRACE_S, PartitionProducer
+from kqactors.core.producer.settings import ProducerSettings
 from kqactors.errors import ERROR_CODES as C
-from kqactors.producer_core.partition import INFLIGHT_GRACE_S, PartitionProducer
-from kqactors.producer_core.settings import ProducerSettings
 
 
 class FakeClock:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.errors import ERROR_CODES as C
-from kqactors.producer_core.classify import (
+from kqactors.core.producer.classify import (
     NOT_PERSISTED,
     PERMANENT,
     POSSIBLY_PERSISTED,
@@ -13,7 +12,8 @@ from kqactors.producer_core.classify import (
     RETRY,
     classify_produce_error,
 )
-from kqactors.producer_core.settings import ProducerSettings, retry_backoff_ms
+from kqactors.core.producer.settings import ProducerSettings, retry_backoff_ms
+from kqactors.errors import ERROR_CODES as C
 
 
 def test_defaults_are_librdkafkas():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from kqactors.producer_unassigned import HeldMessage, UnassignedMessages
+from kqactors.client.producer.unassigned import HeldMessage, UnassignedMessages
 
 
 def _msg(n: int) -> HeldMessage:

@@ -1,4 +1,4 @@
-"""Runs in: unit tests. The C twins in ``kqactors._native_records`` against their pure-Python references:
+"""Runs in: unit tests. The C twins in ``kqactors.native._native_records`` against their pure-Python references:
 ``pack_v2_records`` (the consumer's record index) and ``RecordBatchBuilder.append_packed`` (the producer's
 record encoder) must give the same bytes and return values for any input, raise the same exception type
 for any malformed input (leaving the same state behind), and leak nothing."""
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqactors.consumer_core import packing as consumer_packing
-from kqactors.producer_core.packing import pack_messages
+from kqactors.core.consumer import packing as consumer_packing
+from kqactors.core.producer.packing import pack_messages
 from kqactors.records import CorruptRecordError, RecordBatchBuilder, batch_v2, build_batch
 from kqactors.records.batch_v2 import BATCH_HEADER_SIZE
 from kqactors.records.packed import ENTRY, HEADER, scan_packed
@@ -335,7 +335,7 @@ def test_the_builder_runs_the_c_twin(native_records) -> None:
 
 def test_kqactors_native_0_switches_off_every_native_path() -> None:
     code = ("import kqactors.native as n; from kqactors.records import batch_v2; "
-            "from kqactors.consumer_core import packing; "
+            "from kqactors.core.consumer import packing; "
             "print(n.NATIVE, n.NATIVE_RECORDS, batch_v2._native_records, packing._native_records)")
     env = {**os.environ, "KQACTORS_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.producer_core.packing import pack_messages, record_size_estimate
+from kqactors.core.producer.packing import pack_messages, record_size_estimate
 from kqactors.records import LZ4, NONE, RecordBatchBuilder, decode_record_set
 from kqactors.records.packed import ENTRY, frame_size_estimate, scan_packed
 

@@ -10,7 +10,7 @@ import pytest
 
 from kqactors.runtime import Runtime
 
-ACTORS = "kqactors.runtime.sample_actors"
+ACTORS = "support.sample_actors"
 _names = itertools.count()
 
 

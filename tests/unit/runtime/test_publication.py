@@ -30,7 +30,7 @@ def test_answer_to_a_just_spawned_actor_is_not_dropped(rt: Runtime, round_: int,
     peer = spawn(rt, "GreeterActor", host=0)
     newcomer = unique("greeter")
     with caplog.at_level(logging.WARNING):
-        rt.spawn(newcomer, "kqactors.runtime.sample_actors:GreeterActor", {"peer": peer}, host=1)
+        rt.spawn(newcomer, "support.sample_actors:GreeterActor", {"peer": peer}, host=1)
         # Well under the hosts' wait for an unpublished name: the answer must not need a retry.
         assert _wait_greeted(rt, newcomer, within=1.0) == peer
     assert not [r for r in caplog.records if "dropped" in r.getMessage()]
@@ -57,7 +57,7 @@ def test_host_holds_plain_ops_until_the_name_is_published_and_drops_them_after_t
 def test_requests_to_unknown_names_still_fail_at_once() -> None:
     core = HostCore("h0", lambda key, ops: None)
     replies: list[Op] = []
-    core.spawn("asker", "kqactors.runtime.sample_actors:EchoActor", {}, "app")
+    core.spawn("asker", "support.sample_actors:EchoActor", {}, "app")
     core.request("asker", "no/such", Op("ECHO"), replies.append, timeout=5)
     core.run()
     assert replies and replies[0].error is not None and replies[0].error.code == ErrorCode.UNKNOWN_ACTOR
@@ -68,10 +68,10 @@ def test_ops_to_an_actor_stopped_here_are_dropped_quietly(caplog: pytest.LogCapt
     B_FETCH_STOP to its broker actor): those are dropped without a warning; a request still gets its error
     reply, and an op to a name that never ran here still warns."""
     core = HostCore("h0", lambda key, ops: None)
-    core.spawn("broker/1", "kqactors.runtime.sample_actors:EchoActor", {}, "app")
+    core.spawn("broker/1", "support.sample_actors:EchoActor", {}, "app")
     core.stop_actor("broker/1")
     replies: list[Op] = []
-    core.spawn("asker", "kqactors.runtime.sample_actors:EchoActor", {}, "app")
+    core.spawn("asker", "support.sample_actors:EchoActor", {}, "app")
     with caplog.at_level(logging.WARNING, logger="kqactors.runtime.host"):
         core.deliver([Op("B_FETCH_STOP", target="broker/1", sender="ctoppar/t/0")])
         core.request("asker", "broker/1", Op("ECHO"), replies.append, timeout=5)
@@ -81,7 +81,7 @@ def test_ops_to_an_actor_stopped_here_are_dropped_quietly(caplog: pytest.LogCapt
     assert [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()] == [
         "host h0: op B_FETCH_STOP to broker/2 dropped: no actor named 'broker/2' on h0"]
     assert replies and replies[0].error is not None
-    core.spawn("broker/1", "kqactors.runtime.sample_actors:EchoActor", {}, "app")  # runs again: routed to it
+    core.spawn("broker/1", "support.sample_actors:EchoActor", {}, "app")  # runs again: routed to it
     assert "broker/1" in core.actors
 
 
@@ -91,7 +91,7 @@ def test_continue_later_comes_after_this_turns_output_is_sent() -> None:
     batches: list[list[object]] = []
     core = HostCore("h0", lambda key, ops: batches.append([op.payload for op in ops]))
     core.deliver([Op(DIRECTORY, {"set": {"far/away": "h1"}}, target=HOST_CONTROL)])
-    core.spawn("stepper", "kqactors.runtime.sample_actors:StepperActor", {}, "app")
+    core.spawn("stepper", "support.sample_actors:StepperActor", {}, "app")
     core.deliver([Op("STEPS", {"to": "far/away", "count": 3}, target="stepper")])
     turns = 0
     while core.has_work() and turns < 10:

@@ -186,26 +186,26 @@ def test_cb_ops_and_app_queues_are_addressable(rt: Runtime) -> None:
 
 def test_spawn_errors_are_clear(rt: Runtime) -> None:
     with pytest.raises(ActorError) as info:
-        rt.spawn("bad/path", "kqactors.runtime.sample_actors:NoSuchActor")
+        rt.spawn("bad/path", "support.sample_actors:NoSuchActor")
     assert info.value.code == ErrorCode.SPAWN_FAILED and "NoSuchActor" in info.value.message
     with pytest.raises(ActorError) as info:
-        rt.spawn("bad/init", "kqactors.runtime.sample_actors:CrashActor", {"fail_init": True})
+        rt.spawn("bad/init", "support.sample_actors:CrashActor", {"fail_init": True})
     assert "factory failed on purpose" in info.value.message
     with pytest.raises(ValueError):
         rt.spawn("bad/path2", "no-colon-here")
     with pytest.raises(ValueError):
-        rt.spawn("bad name!", "kqactors.runtime.sample_actors:EchoActor")
+        rt.spawn("bad name!", "support.sample_actors:EchoActor")
     with pytest.raises(ValueError):
-        rt.spawn("app", "kqactors.runtime.sample_actors:EchoActor")
+        rt.spawn("app", "support.sample_actors:EchoActor")
     with pytest.raises(TypeError):
-        rt.spawn("bad/args", "kqactors.runtime.sample_actors:EchoActor", {"f": print})
+        rt.spawn("bad/args", "support.sample_actors:EchoActor", {"f": print})
     with pytest.raises(ValueError):
-        rt.spawn("bad/host", "kqactors.runtime.sample_actors:EchoActor", host=7)
+        rt.spawn("bad/host", "support.sample_actors:EchoActor", host=7)
     name = spawn(rt, "EchoActor")
     with pytest.raises(ValueError):
-        rt.spawn(name, "kqactors.runtime.sample_actors:EchoActor")
+        rt.spawn(name, "support.sample_actors:EchoActor")
     # the failed names were not registered: they can be used again
-    rt.spawn("bad/init", "kqactors.runtime.sample_actors:EchoActor")
+    rt.spawn("bad/init", "support.sample_actors:EchoActor")
     assert rt.request("bad/init", Op("ECHO", 1), 10).payload == 1
 
 
@@ -230,7 +230,7 @@ def test_actors_spawn_and_stop_children_published_everywhere(rt: Runtime) -> Non
     spawner = spawn(rt, "SpawnerActor", host=0)
     relay = spawn(rt, "RelayActor", host=1)
     kid = f"{spawner}/kid"
-    echo = "kqactors.runtime.sample_actors:EchoActor"
+    echo = "support.sample_actors:EchoActor"
     assert rt.request(spawner, Op("SPAWN_CHILD", {"name": kid, "factory": echo}), 10).payload == {"host": "h0"}
     assert rt.host_of(kid) == "h0"
     assert rt.request(kid, Op("ECHO", "from app"), 10).payload == "from app"  # the app learned the name
@@ -241,7 +241,7 @@ def test_actors_spawn_and_stop_children_published_everywhere(rt: Runtime) -> Non
     with pytest.raises(ValueError):
         rt.spawn(kid, echo)  # the app-side placement knows the child too
     bad = rt.request(spawner, Op("SPAWN_CHILD", {"name": f"{spawner}/bad",
-                                                  "factory": "kqactors.runtime.sample_actors:Nope"}), 10).payload
+                                                  "factory": "support.sample_actors:Nope"}), 10).payload
     assert bad["error"].startswith("ActorError: SPAWN_FAILED")
     rt.request(spawner, Op("STOP_CHILD", kid), 10)
     assert rt.host_of(kid) is None

@@ -1,0 +1,1 @@
+"""The broker/N actor: one broker connection on the main host's poll loop."""

@@ -1,0 +1,1 @@
+"""The Consumer facade: poll()/consume(), group membership and offset look-ups (app process)."""

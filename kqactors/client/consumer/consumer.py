@@ -1,0 +1,605 @@
+"""The Consumer facade: confluent-kafka's Consumer API on top of the actor runtime.
+
+Runs in: the app process (the user's thread). Owns the public Consumer: the runtime (``main`` on host 0,
+consumer toppar actors spread over the other hosts), the assignment and its versions (``PositionTable``),
+the queue of fetched batches served by poll()/consume() (``MessageBatch``: messages are built only when
+taken), prefetch credit returned as the application consumes (``CreditReturner``), seek/pause/resume,
+watermarks, offsets_for_times, list_topics, error_cb and close. Group methods delegate to
+``kqactors.client.consumer.group.GroupClient`` (see docs/consumer-ops.md).
+
+Waiting: poll()/consume() wait in short slices so Ctrl+C (KeyboardInterrupt) interrupts them promptly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kqactors.client.consumer.group import GroupClient
+from kqactors.client.consumer.offsets import OffsetLookup
+from kqactors.client.metadata import ClusterMetadata
+from kqactors.config import Config
+from kqactors.core.consumer import CreditReturner, MessageBatch, PositionTable, partition_limits
+from kqactors.core.consumer.settings import FetchSettings
+from kqactors.core.stats import StatsEmitter
+from kqactors.errors import KafkaError, KafkaException
+from kqactors.message import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    OFFSET_STORED,
+    Message,
+    TopicPartition,
+)
+from kqactors.ops import client as ops
+from kqactors.ops import consumer as cops
+from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
+from kqactors.runtime.runtime import Runtime
+
+__all__ = ["Consumer"]
+
+_log = logging.getLogger("kqactors.client.consumer.consumer")
+
+MAIN_FACTORY = "kqactors.actors.broker.fetching:ConsumerMainActor"
+CTOPPAR_FACTORY = "kqactors.actors.ctoppar:ConsumerTopparActor"
+_WAIT_SLICE_S = 0.1          # longest uninterrupted wait: keeps Ctrl+C prompt
+_MAX_CONSUME = 1_000_000
+_LOGICAL_OFFSETS = (OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, OFFSET_INVALID)
+
+Key = tuple[str, int]
+
+
+def _check_partitions(partitions: Any, what: str) -> list[TopicPartition]:
+    if isinstance(partitions, TopicPartition):
+        raise TypeError(f"{what}() expects a list of TopicPartition")
+    if not isinstance(partitions, (list, tuple)):
+        raise TypeError(f"{what}() expects a list of TopicPartition, not {type(partitions).__name__}")
+    for tp in partitions:
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"{what}() expects TopicPartition elements, not {type(tp).__name__}")
+        if not tp.topic:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"{what}(): topic must be set"))
+        if tp.partition < 0:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"{what}(): invalid partition {tp.partition}"))
+    return list(partitions)
+
+
+def _check_offset(offset: int, what: str) -> int:
+    if offset >= 0 or offset in _LOGICAL_OFFSETS:
+        return offset
+    raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"{what}(): invalid offset {offset}"))
+
+
+def _timeout_seconds(timeout: Any, default: float = float("inf")) -> float:
+    if timeout is None:
+        return default
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number, not {type(timeout).__name__}")
+    return default if timeout < 0 else float(timeout)
+
+
+class _Toppar:
+    """App-side handle of one spawned consumer toppar actor."""
+
+    __slots__ = ("name", "host", "incarnation", "restarts")
+
+    def __init__(self, name: str, host: str, restarts: int) -> None:
+        self.name = name
+        self.host = host
+        #: the actor's own id of its current life (from C_READY); a new one means it was restarted
+        self.incarnation: str | None = None
+        self.restarts = restarts
+
+
+class Consumer:
+    """Kafka consumer, a drop-in for ``confluent_kafka.Consumer`` (assign-based fetching; group methods
+    delegate to the group client). ``config`` uses librdkafka property names, plus ``error_cb``, ``logger``
+    and ``kqactors.hosts`` (number of toppar host processes)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        conf = Config(config, kind="consumer", **kwargs)
+        if not conf.get("bootstrap.servers"):
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers must be set"))
+        callbacks = conf.callbacks()
+        self._conf = conf
+        self._error_cb: Callable[[KafkaError], Any] | None = callbacks.get("error_cb")
+        self._logger = callbacks.get("logger") or _log
+        shipped = conf.to_dict()
+        self._stats = StatsEmitter.from_config(callbacks.get("stats_cb"), "consumer",
+                                               int(conf["statistics.interval.ms"]), str(conf["client.id"]))
+        if self._stats is None:
+            shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
+        self._settings = FetchSettings.from_config(shipped)
+        self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
+        self._positions = PositionTable(auto_store=self._settings.enable_auto_offset_store)
+        self._returner = CreditReturner()
+        self._ready: deque[MessageBatch] = deque()
+        self._toppars: dict[Key, _Toppar] = {}
+        self._restarts_seen: dict[str, int] = {}
+        self._watermarks: dict[Key, tuple[int, int]] = {}
+        self._topic_errors: dict[str, int] = {}
+        self._unsent: dict[tuple[str, str], Op] = {}
+        self._closed = False
+        self._hosts = int(conf["kqactors.hosts"])
+        self._rt = Runtime(hosts=self._hosts + 1)
+        self._toppars_per_host = [0] * self._hosts
+        try:
+            # The toppar hosts import the decode pipeline while the main host starts main: not one host after
+            # the other at the first assign() (~0.15 s each), and nothing here waits for it.
+            self._rt.preload([CTOPPAR_FACTORY], range(1, self._hosts + 1) if self._hosts else [0])
+            self._rt.spawn("main", MAIN_FACTORY, {"config": shipped}, host=0)
+        except BaseException:
+            self._rt.close()
+            raise
+        self._toppar_args = {"settings": self._settings.to_dict(), "app_qid": 0}
+        self._offsets = OffsetLookup(self._rt, self._settings.read_committed, self._socket_timeout_s)
+        self._group: GroupClient | None = None
+        if conf.get("group.id"):
+            self._group = GroupClient(self, self._rt, self._conf)
+
+    # ---- assignment ------------------------------------------------------------------------------------
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Replace the assignment and start fetching each partition at its offset (logical offsets are
+        resolved: OFFSET_STORED from the committed offset if any, else auto.offset.reset)."""
+        self._check_open()
+        partitions = _check_partitions(partitions, "assign")
+        for tp in partitions:
+            _check_offset(tp.offset, "assign")
+        self._apply_assignment(partitions, incremental=False, add=True)
+
+    def unassign(self) -> None:
+        self._check_open()
+        self._apply_assignment([], incremental=False, add=True)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        partitions = _check_partitions(partitions, "incremental_assign")
+        for tp in partitions:
+            _check_offset(tp.offset, "incremental_assign")
+            if self._positions.get(tp.topic, tp.partition) is not None:
+                raise KafkaException(KafkaError(KafkaError._CONFLICT,
+                                                f"{tp.topic} [{tp.partition}] is already assigned"))
+        self._apply_assignment(partitions, incremental=True, add=True)
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        partitions = _check_partitions(partitions, "incremental_unassign")
+        self._apply_assignment(partitions, incremental=True, add=False)
+
+    def assignment(self) -> list[TopicPartition]:
+        self._check_open()
+        return [TopicPartition(p.topic, p.partition) for p in self._positions.assigned()]
+
+    def _apply_assignment(self, partitions: list[TopicPartition], incremental: bool, add: bool) -> None:
+        """The one place the assignment changes (also called by the group client on rebalance)."""
+        if not incremental:
+            removed = self._positions.unassign()
+            keep = {(tp.topic, tp.partition) for tp in partitions}
+            self._stop_fetching([p for p in removed if (p.topic, p.partition) not in keep])
+        elif not add:
+            self._stop_fetching(self._positions.unassign([(tp.topic, tp.partition) for tp in partitions]))
+        if add and partitions:
+            entries = [(tp.topic, tp.partition, tp.offset, tp.leader_epoch if tp.leader_epoch is not None else -1)
+                       for tp in partitions]
+            parts = self._positions.assign(entries)
+            stored = [p for p in parts if p.start_offset == OFFSET_STORED]
+            if stored and self._group is not None and hasattr(self._group, "resolve_stored_offsets"):
+                self._group.resolve_stored_offsets(stored)  # sets start_offset from committed offsets
+            limits = partition_limits(self._settings, len(self._positions.assigned()))
+            starts = []
+            for part in parts:
+                key = (part.topic, part.partition)
+                self._returner.set_limits(key, *limits)
+                toppar = self._ensure_toppar(part.topic, part.partition)
+                if toppar is not None:
+                    starts.append((toppar.name, Op(cops.FETCH_START, cops.fetch_start_payload(
+                        part.topic, part.partition, part.start_offset, part.version, part.leader_epoch,
+                        *limits))))
+            self._send_many(starts)
+        self._update_limits()
+
+    def _stop_fetching(self, removed: list[Any]) -> None:
+        stops = []
+        for part in removed:
+            key = (part.topic, part.partition)
+            self._returner.forget(key)
+            self._watermarks.pop(key, None)
+            toppar = self._toppars.get(key)
+            if toppar is not None:
+                stops.append((toppar.name, Op(cops.FETCH_STOP, {"version": part.version + 1})))
+        self._send_many(stops)
+
+    def _update_limits(self) -> None:
+        assigned = self._positions.assigned()
+        if not assigned:
+            return
+        limits = partition_limits(self._settings, len(assigned))
+        updates = []
+        for part in assigned:
+            key = (part.topic, part.partition)
+            self._returner.set_limits(key, *limits)
+            toppar = self._toppars.get(key)
+            if toppar is not None:
+                updates.append((toppar.name, Op(cops.PREFETCH_LIMITS,
+                                                {"max_messages": limits[0], "max_bytes": limits[1]})))
+        self._send_many(updates)
+
+    def _ensure_toppar(self, topic: str, partition: int) -> _Toppar | None:
+        key = (topic, partition)
+        toppar = self._toppars.get(key)
+        if toppar is not None:
+            return toppar
+        name = cops.ctoppar_name(topic, partition)
+        # Least-loaded toppar host (round-robin in spawn order): a name hash can put every partition of a
+        # small topic on one host, leaving the other cores idle while that host decodes everything. With no
+        # toppar hosts (kqactors.hosts=0) ctoppars share the main host.
+        host = 0
+        if self._hosts:
+            host = 1 + min(range(self._hosts), key=lambda index: (self._toppars_per_host[index], index))
+            self._toppars_per_host[host - 1] += 1
+        try:
+            host_key = self._rt.spawn(name, CTOPPAR_FACTORY, {"topic": topic, "partition": partition,
+                                                              **self._toppar_args}, host=host)
+        except ValueError as exc:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"cannot consume {topic} [{partition}]: {exc}")
+                                 ) from None
+        except ActorError as exc:
+            self._logger.log(logging.ERROR, f"kqactors consumer could not start {name}: {exc}")
+            return None
+        toppar = self._toppars[key] = _Toppar(name, host_key, self._rt.host_restarts(host_key))
+        return toppar
+
+    def _send_many(self, items: list[tuple[str, Op]]) -> None:
+        """Send to ctoppars; an op for a toppar whose host is restarting is kept and sent again later
+        (the latest op per toppar and type wins: each carries the full state)."""
+        if not items:
+            return
+        try:
+            self._rt.send_many(items)
+            return
+        except ActorError:
+            pass
+        for name, op in items:  # one toppar's host is restarting: the others still get theirs
+            try:
+                self._rt.send(name, op)
+            except ActorError as exc:
+                self._logger.log(logging.DEBUG, f"kqactors consumer: {name} unreachable now: {exc}")
+                if op.type != cops.CREDIT:  # credit of a dead toppar is void
+                    self._unsent[(name, op.type)] = op
+
+    def _retry_unsent(self) -> None:
+        unsent, self._unsent = self._unsent, {}
+        self._send_many([(name, op) for (name, _type), op in unsent.items()])
+
+    # ---- seek, pause, resume, position -------------------------------------------------------------------
+    def seek(self, partition: TopicPartition) -> None:
+        """Move the fetch position of an assigned partition; anything fetched before is dropped."""
+        self._check_open()
+        if not isinstance(partition, TopicPartition):
+            raise TypeError("seek() expects a TopicPartition")
+        offset = _check_offset(partition.offset, "seek")
+        part = self._positions.get(partition.topic, partition.partition)
+        if part is None:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
+                                            f"seek(): {partition.topic} [{partition.partition}] is not assigned"))
+        epoch = partition.leader_epoch if partition.leader_epoch is not None else -1
+        self._positions.seek(partition.topic, partition.partition, offset, epoch)
+        self._restart(part)
+
+    def _restart(self, part: Any) -> None:
+        limits = partition_limits(self._settings, len(self._positions.assigned()))
+        toppar = self._toppars.get((part.topic, part.partition))
+        if toppar is not None:
+            self._send_many([(toppar.name, Op(cops.FETCH_START, cops.fetch_start_payload(
+                part.topic, part.partition, part.restart_offset, part.version, part.leader_epoch, *limits,
+                paused=part.paused)))])
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        stops = []
+        for tp in _check_partitions(partitions, "pause"):
+            if self._positions.get(tp.topic, tp.partition) is None:
+                continue
+            version = self._positions.pause(tp.topic, tp.partition)
+            toppar = self._toppars.get((tp.topic, tp.partition))
+            if toppar is not None:
+                stops.append((toppar.name, Op(cops.FETCH_STOP, {"version": version})))
+        self._send_many(stops)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        for tp in _check_partitions(partitions, "resume"):
+            part = self._positions.get(tp.topic, tp.partition)
+            if part is None:
+                continue
+            self._positions.resume(tp.topic, tp.partition)
+            self._restart(part)
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The next offset to consume per partition (OFFSET_INVALID before the first message)."""
+        self._check_open()
+        out = []
+        for tp in _check_partitions(partitions, "position"):
+            offset, epoch = self._positions.position(tp.topic, tp.partition)
+            out.append(TopicPartition(tp.topic, tp.partition, offset,
+                                      leader_epoch=epoch if epoch >= 0 else None))
+        return out
+
+    # ---- consuming -------------------------------------------------------------------------------------
+    def poll(self, timeout: float | None = None) -> Message | None:
+        """One message (or error/EOF event), waiting up to ``timeout`` seconds (None/-1: forever)."""
+        self._check_open()
+        messages = self._consume(1, _timeout_seconds(timeout))
+        return messages[0] if messages else None
+
+    def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[Message]:
+        """Up to ``num_messages`` messages, waiting up to ``timeout`` seconds for the first ones."""
+        self._check_open()
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int):
+            raise TypeError("num_messages must be an int")
+        if not 0 < num_messages <= _MAX_CONSUME:
+            raise ValueError(f"num_messages must be between 1 and {_MAX_CONSUME}")
+        return self._consume(num_messages, _timeout_seconds(timeout))
+
+    def _consume(self, limit: int, timeout: float) -> list[Message]:
+        deadline = time.monotonic() + timeout
+        if self._group is not None and hasattr(self._group, "on_poll"):
+            self._group.on_poll()  # max.poll.interval.ms bookkeeping
+        out: list[Message] = []
+        while True:
+            self._serve_ops(0.0)
+            self._take(limit - len(out), out)
+            if out:
+                return out
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return out
+            self._flush_credit()
+            self._serve_ops(min(remaining, _WAIT_SLICE_S))
+
+    def _take(self, limit: int, out: list[Message]) -> None:
+        ready = self._ready
+        positions = self._positions
+        while ready and limit > 0:
+            batch = ready[0]
+            if not positions.accepts(batch.topic, batch.partition, batch.version):
+                ready.popleft()  # seeked, paused or unassigned since it was fetched: stale
+                continue
+            messages, count, used = batch.take(limit)
+            if not len(batch):
+                ready.popleft()
+            limit -= len(messages)
+            last = None
+            for msg in reversed(messages):
+                if msg._error is None:
+                    last = msg
+                    break
+            skipped = batch.skipped  # control records / aborted data after the last message taken
+            if skipped is not None and (last is None or skipped[0] > last._offset):
+                positions.consumed(batch.topic, batch.partition, skipped[0], skipped[1])
+            elif last is not None:
+                positions.consumed(batch.topic, batch.partition, last._offset, last._leader_epoch)
+            out.extend(messages)
+            credit = self._returner.consumed((batch.topic, batch.partition), batch.version, count, used)
+            if credit is not None:
+                self._send_credit((batch.topic, batch.partition), *credit)
+
+    def _send_credit(self, key: Key, version: int, messages: int, nbytes: int) -> None:
+        toppar = self._toppars.get(key)
+        if toppar is not None:
+            self._send_many([(toppar.name, Op(cops.CREDIT, {"version": version, "messages": messages,
+                                                            "nbytes": nbytes}))])
+
+    def _flush_credit(self) -> None:
+        for key, version, messages, nbytes in self._returner.flush():
+            self._send_credit(key, version, messages, nbytes)  # type: ignore[arg-type]
+
+    def _serve_ops(self, wait: float) -> None:
+        events = self._rt.events
+        op = events.poll(wait)
+        while op is not None:
+            self._handle_op(op)
+            op = events.poll(0)
+        self._check_restarts()
+        if self._unsent:
+            self._retry_unsent()
+
+    def _handle_op(self, op: Op) -> None:
+        payload = op.payload if isinstance(op.payload, dict) else {}
+        if op.type == cops.CONSUMER_BATCH:
+            topic, partition, version = payload["topic"], payload["partition"], payload["version"]
+            if not self._positions.accepts(topic, partition, version) or not op.frames:
+                return
+            high = payload.get("high_watermark", -1)
+            if high >= 0:
+                self._watermarks[(topic, partition)] = (payload.get("log_start_offset", -1), high)
+            self._ready.append(MessageBatch(topic, partition, op.frames[0], version))  # zero-copy view
+        elif op.type == cops.CTOPPAR_READY:
+            self._on_toppar_ready(payload["topic"], payload["partition"], payload.get("incarnation"))
+        elif op.type == ops.TOPIC_PARTITIONS:
+            self._on_topic_partitions(payload)
+        elif op.type == ops.ERR:
+            self._on_error(KafkaError(int(payload.get("code", KafkaError._FAIL)), payload.get("reason") or None,
+                                      fatal=bool(payload.get("fatal"))))
+        elif op.type == ops.STATS:
+            self._emit_stats(op.payload)
+        elif op.type == CHILD_EXITED:
+            pass  # restarts are noticed by _check_restarts
+        elif self._group is not None and hasattr(self._group, "handle_op"):
+            self._group.handle_op(op)
+
+    def _emit_stats(self, snapshot: Any) -> None:
+        """Complete main's snapshot with what only the app knows (positions, stored and committed offsets,
+        the group) and hand it to stats_cb."""
+        if self._stats is None:
+            return
+        queued: dict[Key, list[int]] = {}
+        for batch in self._ready:  # fetched messages waiting for consume(): librdkafka's fetch queue
+            counts = queued.setdefault((batch.topic, batch.partition), [0, 0])
+            counts[0] += len(batch)
+            counts[1] += batch.remaining_bytes
+        partitions = {(pos.topic, pos.partition): {
+            "desired": True, "app_offset": pos.position, "stored_offset": pos.stored_offset,
+            "stored_leader_epoch": pos.stored_leader_epoch, "committed_offset": pos.committed_offset,
+            "fetchq_cnt": queued.get((pos.topic, pos.partition), [0, 0])[0],
+            "fetchq_size": queued.get((pos.topic, pos.partition), [0, 0])[1],
+        } for pos in self._positions.assigned()}  # fmt: skip
+        app_fields: dict[str, Any] = {"replyq": len(self._ready), "msg_cnt": 0, "msg_size": 0}
+        if self._group is not None:
+            app_fields["cgrp"] = self._group.stats()
+        self._stats.deliver(snapshot, app_fields, partitions)
+
+    def _on_error(self, error: KafkaError) -> None:
+        if self._error_cb is not None:
+            self._error_cb(error)
+        else:
+            self._logger.log(logging.ERROR, f"kqactors consumer error: {error}")
+
+    def _on_topic_partitions(self, payload: dict[str, Any]) -> None:
+        """Assigned partitions of a topic that does not exist (or lacks them) surface as consumer errors."""
+        topic = payload.get("topic")
+        code = int(payload.get("error_code", 0) or 0)
+        count = int(payload.get("partition_count", 0) or 0)
+        for part in self._positions.assigned():
+            if part.topic != topic:
+                continue
+            if code:
+                error_code = KafkaError._UNKNOWN_TOPIC if code == KafkaError.UNKNOWN_TOPIC_OR_PART else code
+                reason = f"Subscribed topic not available: {topic}: Broker: Unknown topic or partition" \
+                    if error_code == KafkaError._UNKNOWN_TOPIC else f"topic {topic}: error {code}"
+            elif count and part.partition >= count:
+                error_code, reason = KafkaError._UNKNOWN_PARTITION, f"{topic} [{part.partition}] does not exist"
+            else:
+                self._topic_errors.pop(topic, None)
+                continue
+            if self._topic_errors.get(topic) == error_code:
+                continue
+            self._topic_errors[topic] = error_code
+            self._ready.append(_error_batch(part.topic, part.partition, part.version, error_code, reason))
+
+    def _on_toppar_ready(self, topic: str, partition: int, incarnation: str | None) -> None:
+        """A ctoppar (re)started; a restarted one (its host died) starts again at the app's position."""
+        toppar = self._toppars.get((topic, partition))
+        if toppar is None:
+            return
+        previous, toppar.incarnation = toppar.incarnation, incarnation
+        if previous is None or previous == incarnation:
+            return  # its first life (started by assign), or a repeated notice
+        self._restart_toppar(toppar, topic, partition)
+
+    def _restart_toppar(self, toppar: _Toppar, topic: str, partition: int) -> None:
+        part = self._positions.get(topic, partition)
+        if part is not None:
+            self._positions.seek(topic, partition, part.restart_offset, part.leader_epoch)
+            self._restart(part)
+
+    def _check_restarts(self) -> None:
+        for key in self._rt.host_keys:  # the main host too: with kqactors.hosts=0 it runs the ctoppars
+            restarts = self._rt.host_restarts(key)
+            if restarts != self._restarts_seen.get(key, 0):
+                self._restarts_seen[key] = restarts
+                for (topic, partition), toppar in list(self._toppars.items()):
+                    if toppar.host == key and toppar.restarts != restarts:
+                        toppar.restarts = restarts
+                        self._restart_toppar(toppar, topic, partition)
+
+    # ---- offsets and metadata ----------------------------------------------------------------------------
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,
+                              cached: bool = False) -> tuple[int, int]:
+        """(low, high) watermark offsets; ``cached`` answers from the last fetch response (OFFSET_INVALID
+        if none yet) without asking the broker."""
+        self._check_open()
+        if not isinstance(partition, TopicPartition):
+            raise TypeError("get_watermark_offsets() expects a TopicPartition")
+        if cached:
+            return self._watermarks.get((partition.topic, partition.partition), (OFFSET_INVALID, OFFSET_INVALID))
+        return self._offsets.watermarks(partition.topic, partition.partition,
+                                        _timeout_seconds(timeout, self._socket_timeout_s))
+
+    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None
+                          ) -> list[TopicPartition]:
+        """Per partition, the earliest offset whose timestamp is >= the ``offset`` field (a timestamp in ms);
+        -1 (OFFSET_END) when there is none."""
+        self._check_open()
+        partitions = _check_partitions(partitions, "offsets_for_times")
+        results = self._offsets.list_offsets([(tp.topic, tp.partition, tp.offset) for tp in partitions],
+                                             _timeout_seconds(timeout, self._socket_timeout_s))
+        out = []
+        for tp in partitions:
+            code, offset = results[(tp.topic, tp.partition)]
+            result = TopicPartition(tp.topic, tp.partition, offset if not code else OFFSET_INVALID)
+            if code:
+                result.error = KafkaError(code)
+            out.append(result)
+        return out
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        self._check_open()
+        if topic is not None and not isinstance(topic, str):
+            raise TypeError("topic must be a str or None")
+        return self._offsets.metadata([topic] if topic else None,
+                                      _timeout_seconds(timeout, self._socket_timeout_s))
+
+    # ---- group methods (kqactors/client/consumer/group.py) ---------------------------------------------------
+    def _require_group(self, what: str) -> Any:
+        self._check_open()
+        if self._group is None:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG if not self._conf.get("group.id") else
+                                            KafkaError._NOT_IMPLEMENTED,
+                                            f"{what}() requires group.id and the group client"))
+        return self._group
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self._require_group("subscribe").subscribe(topics, **callbacks)
+
+    def unsubscribe(self) -> None:
+        self._require_group("unsubscribe").unsubscribe()
+
+    def commit(self, *args: Any, **kwargs: Any) -> Any:
+        return self._require_group("commit").commit(*args, **kwargs)
+
+    def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
+        return self._require_group("committed").committed(partitions, timeout)
+
+    def store_offsets(self, *args: Any, **kwargs: Any) -> None:
+        self._require_group("store_offsets").store_offsets(*args, **kwargs)
+
+    def memberid(self) -> str | None:
+        return self._require_group("memberid").memberid()
+
+    def consumer_group_metadata(self) -> Any:
+        return self._require_group("consumer_group_metadata").consumer_group_metadata()
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Consumer closed")
+
+    def close(self) -> None:
+        """Leave the group (if any), stop fetching and every process. Safe to call twice."""
+        if self._closed:
+            return
+        try:
+            if self._group is not None and hasattr(self._group, "close"):
+                self._group.close()
+        finally:
+            self._closed = True
+            self._ready.clear()
+            self._rt.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error_batch(topic: str, partition: int, version: int, code: int, reason: str) -> MessageBatch:
+    from kqactors.core.consumer import MessageBatchWriter
+
+    writer = MessageBatchWriter()
+    writer.add_error(OFFSET_INVALID, code, reason)
+    return MessageBatch(topic, partition, writer.getvalue(), version)

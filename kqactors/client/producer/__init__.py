@@ -1,0 +1,1 @@
+"""The Producer facade: produce(), its per-partition buffers and the flusher thread (app process)."""

@@ -1,0 +1,685 @@
+"""The Producer facade: confluent-kafka's Producer API on top of the actor runtime.
+
+Runs in: the app process (the user's threads, plus one background flusher thread). Owns the public
+Producer: argument checking, partitioning, the per-partition append buffers (``producer_buffers``), the
+flusher that hands buffers to toppar actors in batches (spawning a toppar actor the first time a
+partition is used), delivery reports served by poll()/flush(), BufferError backpressure (optionally
+blocking), purge, list_topics, error_cb and close.
+
+Hot path (produce): check types, choose the partition, append to a buffer under one lock. With the C
+extension (kqactors.native) Producer derives from ``kqactors.native._native.ProducerCore``, whose C produce()
+does the common case and hands every other one to ``Producer._produce_py``, the Python body below, which
+stays the reference (and is produce() itself without the extension). Nothing in produce() talks to another
+process: a message to a topic whose partition count is not known yet waits in
+``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it; an explicit
+partition beyond the count then fails in its delivery report (_UNKNOWN_PARTITION), as in librdkafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kqactors.client.metadata import ClusterMetadata, request_metadata
+from kqactors.client.producer.buffers import new_producer_buffers
+from kqactors.client.producer.unassigned import HeldMessage, UnassignedMessages
+from kqactors.config import Config
+from kqactors.core.producer.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
+from kqactors.core.producer.settings import ProducerSettings
+from kqactors.core.stats import StatsEmitter
+from kqactors.errors import KafkaError, KafkaException
+from kqactors.native import NATIVE
+from kqactors.ops import client as ops
+from kqactors.ops import producer as pops
+from kqactors.ops.producer import FATAL, FLUSH, PURGE, RESTARTED
+from kqactors.partitioner import Partitioner
+from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
+from kqactors.runtime.runtime import Runtime
+
+__all__ = ["Producer"]
+
+_log = logging.getLogger("kqactors.client.producer.producer")
+
+TOPPAR_FACTORY = "kqactors.actors.toppar:TopparActor"
+MAIN_FACTORY = "kqactors.actors.main:MainActor"
+# Unsent messages that produce() hands over itself, without waiting for linger.ms (read by C too). Not left to
+# the flusher: a thread that produces flat out holds the GIL, and the flusher then waited a switch interval
+# (5 ms) for it after each blocking call of a hand-over; at 1 KiB the toppars got their first messages
+# hundreds of milliseconds late, in bursts.
+_FLUSH_MESSAGES = 4096
+_METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
+_METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
+_CLOSE_FLUSH_S = 5.0
+_IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (it also notices host restarts)
+# A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
+# failed (retriable _TRANSPORT) and the spawn is tried again with the partition's next messages, instead of
+# stalling every partition's hand-over for the runtime's default 30 s.
+_SPAWN_TIMEOUT_S = 5.0
+
+_time_ns = time.time_ns
+
+# With the extension, the state produce() reads lives in C members of this base (see Producer).
+_ProducerBase: type = object if NATIVE is None else NATIVE.ProducerCore
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _normalise_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
+    if headers is None:
+        return None
+    if isinstance(headers, Mapping):
+        items = headers.items()
+    elif isinstance(headers, (list, tuple)):
+        items = headers
+    else:
+        raise TypeError(f"headers must be a list of (str, bytes) tuples or a dict, not {type(headers).__name__}")
+    out = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TypeError(f"headers must be (key, value) tuples, got {item!r}")
+        name, value = item
+        if not isinstance(name, str):
+            raise TypeError(f"header key must be str, not {type(name).__name__}")
+        out.append((name, _to_bytes(value, f"header {name!r} value")))
+    return out or None
+
+
+class Producer(_ProducerBase):
+    """Asynchronous Kafka producer, a drop-in for ``confluent_kafka.Producer``.
+
+    ``config`` uses librdkafka property names (``bootstrap.servers``, ``linger.ms``, ...), plus
+    ``on_delivery``, ``error_cb``, ``logger`` and ``kqactors.hosts`` (number of toppar host processes).
+    """
+
+    # produce() is the app thread's hot path, and at small messages the app thread is the producer's
+    # bottleneck. With the extension, produce() is ProducerCore.produce (kqactors/native/_native_produce.c): it
+    # does the common case in C, reading the attributes it needs (_buffers, _closed, ...) from C members of
+    # the base (they are still plain attributes here), and calls _produce_py below, the reference, with the
+    # same arguments for anything else. Without the extension, produce() is _produce_py itself.
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        conf = Config(config, kind="producer", **kwargs)
+        if not conf.get("bootstrap.servers"):
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers must be set"))
+        callbacks = conf.callbacks()
+        self._on_delivery: Callable[..., Any] | None = callbacks.get("on_delivery")
+        self._error_cb: Callable[[KafkaError], Any] | None = callbacks.get("error_cb")
+        self._logger = callbacks.get("logger") or _log
+        self._only_errors = bool(conf["delivery.report.only.error"])
+        self._partitioner = Partitioner(conf["partitioner"], int(conf["sticky.partitioning.linger.ms"]))
+        # Null-key fast path: topic → (partition, wall-clock ms it expires at, partition count).
+        self._null_sticky_ms = self._partitioner.null_key_sticky_ms
+        self._null_sticky: dict[str, tuple[int, int, int]] = {}
+        shipped = conf.to_dict()
+        self._stats = StatsEmitter.from_config(callbacks.get("stats_cb"), "producer",
+                                               int(conf["statistics.interval.ms"]), str(conf["client.id"]))
+        if self._stats is None:
+            shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
+        self._settings = ProducerSettings.from_config(shipped)
+        self._max_message_bytes = int(conf["message.max.bytes"])
+        self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
+        self._flush_messages = _FLUSH_MESSAGES  # unsent messages that produce() hands over (C produce too)
+        self._checked_cb: Callable[..., Any] | None = None  # the last callback known to be callable
+        self._buffers = new_producer_buffers(int(conf["queue.buffering.max.messages"]),
+                                             int(conf["queue.buffering.max.kbytes"]))
+        self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
+        linger_s = self._settings.linger_ms / 1000.0
+        self._tick_s = min(max(linger_s / 2, 0.0005), 0.005)
+        # linger.ms=0 asks for latency: the first message after a hand-over wakes the flusher at once (as
+        # librdkafka wakes its broker thread), the ones that arrive while it works go in its next round.
+        self._wake_on_first = linger_s == 0
+        # With nothing buffered the flusher sleeps (no tick) until a first message wakes it.
+        self._flusher_idle = False
+        self._partition_counts: dict[str, int] = {}
+        self._metadata_failed_at: dict[str, float] = {}
+        self._metadata_errors: dict[str, int] = {}
+        self._fatal: KafkaError | None = None
+        self._closed = False
+        self._flushing = 0
+        self._wake = threading.Event()
+        self._handover_lock = threading.Lock()  # the flusher's hand-over, or produce()'s (see _hand_over_now)
+        self._hosts = int(conf["kqactors.hosts"])
+        self._restarts_seen: dict[str, int] = {}
+        self._rt = Runtime(hosts=self._hosts + 1)
+        try:
+            # The toppar hosts import the producer pipeline while the main host starts main, rather than one
+            # host after the other inside the first produce()'s hand-over.
+            self._rt.preload([TOPPAR_FACTORY], range(1, self._hosts + 1) if self._hosts else [0])
+            self._rt.spawn("main", MAIN_FACTORY, {"config": shipped}, host=0)
+        except BaseException:
+            self._rt.close()
+            raise
+        self._toppar_args = {"settings": self._settings.to_dict()}
+        self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held)
+        self._flusher = threading.Thread(target=self._flush_loop, name="kqactors-producer-flusher", daemon=True)
+        self._flusher.start()
+
+    # ---- produce --------------------------------------------------------------------------------------
+    def _produce_py(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                    on_delivery: Callable[..., Any] | None = None, callback: Callable[..., Any] | None = None,
+                    timestamp: int = 0, headers: Any = None, *, block_timeout: float | None = None) -> None:
+        """Queue one message; its delivery report is served by poll()/flush().
+
+        Raises BufferError when queue.buffering.max.messages/kbytes is reached (after waiting up to
+        ``block_timeout`` seconds while serving delivery reports, if given), KafkaException for
+        MSG_SIZE_TOO_LARGE, _UNKNOWN_PARTITION or a fatal producer state, TypeError for wrong types.
+
+        This is produce() in Python, the reference; with the extension the C produce() runs it for every
+        case it does not do itself (see the comment at the top of the class).
+        """
+        # Fast checks first (exact classes); the generic checks run only for anything unusual.
+        if topic.__class__ is not str or not topic:
+            if not isinstance(topic, str) or not topic:
+                raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        if value is not None and value.__class__ is not bytes:
+            value = _to_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = _to_bytes(key, "key")
+        if partition.__class__ is not int:
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        cb = on_delivery if on_delivery is not None else callback
+        if cb is not None and cb is not self._checked_cb:
+            if not callable(cb):
+                raise TypeError("on_delivery must be callable")
+            self._checked_cb = cb
+        if timestamp.__class__ is not int:
+            if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+                raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
+        hdrs = None if headers is None else _normalise_headers(headers)
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
+        if self._fatal is not None:
+            raise KafkaException(KafkaError(KafkaError._FATAL, f"Producer is in a fatal state: {self._fatal.str()}",
+                                            fatal=True))
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if hdrs:
+            for name, hval in hdrs:
+                size += len(name) + (len(hval) if hval else 0) + HEADER_MAX_OVERHEAD
+        if size > self._max_payload_bytes:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE,
+                                            f"Message size {size} exceeds message.max.bytes"))
+        count = self._partition_counts.get(topic)
+        if count is None or (self._unassigned.held and topic in self._unassigned.held):
+            if self._hold(topic, partition, key, value, hdrs, timestamp, cb, size, block_timeout, count is None):
+                return
+        if count is None:  # its lookup failed moments ago: report at once
+            self._report_now(topic, partition, key, value, hdrs, timestamp, cb,
+                             self._metadata_errors.get(topic, KafkaError._UNKNOWN_TOPIC))
+            return
+        if partition < 0:
+            now_ms = _time_ns() // 1_000_000  # one clock read for the sticky expiry and the timestamp
+            if timestamp == 0:
+                timestamp = now_ms
+            partition = self._partition_for(topic, key, count, now_ms)
+        elif partition >= count:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
+                                            f"Partition {partition} does not exist in topic {topic}"))
+        if timestamp == 0:
+            timestamp = _time_ns() // 1_000_000
+        buffers = self._buffers
+        if not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
+            if not self._wait_for_room(size, block_timeout) or \
+                    not buffers.append(topic, partition, key, value, hdrs, timestamp, cb, size):
+                raise BufferError("Local: Queue full")
+        unsent = buffers.unsent
+        if ((unsent == 1 and self._wake_on_first and self._flusher_idle) or unsent >= self._flush_messages) \
+                and self._hand_over_now(topic, partition):
+            return
+        if (unsent >= self._flush_messages or (unsent == 1 and (self._wake_on_first or self._flusher_idle))) \
+                and not self._wake.is_set():
+            self._wake.set()
+
+    # Argument errors raised by calling it (missing topic, unknown keyword, ...) name produce(), as they
+    # did before it was renamed, also when the C produce() passes such a call on.
+    _produce_py.__name__ = "produce"
+    _produce_py.__qualname__ = "Producer.produce"
+
+    if TYPE_CHECKING or NATIVE is None:
+        produce = _produce_py
+
+    def _hold(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
+              timestamp: int, cb: Callable[..., Any] | None, size: int, block_timeout: float | None,
+              unknown: bool) -> bool:
+        """Queue a message for a topic without a partition count (or behind ones that wait for it).
+        False: nothing held, the caller goes on (the topic was released meanwhile, or its lookup failed
+        moments ago and the caller reports the message at once)."""
+        if unknown and self._lookup_failed_recently(topic):
+            return False
+        if timestamp == 0:
+            timestamp = _time_ns() // 1_000_000
+        buffers = self._buffers
+        if not buffers.reserve(size):
+            if not self._wait_for_room(size, block_timeout) or not buffers.reserve(size):
+                raise BufferError("Local: Queue full")
+        held = HeldMessage(partition, key, value, headers, timestamp, cb, size)
+        if self._unassigned.hold(topic, held, start=unknown):
+            return True
+        buffers.unreserve(size)  # released meanwhile: the caller appends it normally
+        return False
+
+    def _release_held(self, topic: str, messages: list[HeldMessage], count: int) -> None:
+        """The topic's partition count arrived: partition the held messages in produce order."""
+        buffers = self._buffers
+        for msg in messages:
+            partition = msg.partition
+            if partition < 0:
+                partition = self._partition_for(topic, msg.key, count, _time_ns() // 1_000_000)
+            elif partition >= count:
+                self._report_now(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                                 KafkaError._UNKNOWN_PARTITION, reserved_size=msg.size)
+                continue
+            buffers.append(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                           msg.size, reserved=True)
+        self._wake.set()
+
+    def _fail_held(self, topic: str, messages: list[HeldMessage], code: int | None = None) -> None:
+        if code is None:
+            code = self._metadata_errors.get(topic, KafkaError._UNKNOWN_TOPIC)
+        for msg in messages:
+            self._report_now(topic, msg.partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                             code, reserved_size=msg.size)
+
+    def _partition_for(self, topic: str, key: bytes | None, count: int, now_ms: int) -> int:
+        """The partitioner's choice; a null key's sticky choice is cached until it expires."""
+        if key is None and self._null_sticky_ms:
+            sticky = self._null_sticky.get(topic)
+            if sticky is not None and now_ms < sticky[1] and sticky[2] == count:
+                return sticky[0]
+            partition = self._partitioner(topic, None, count)
+            self._null_sticky[topic] = (partition, now_ms + self._null_sticky_ms, count)
+            return partition
+        return self._partitioner(topic, key, count)
+
+    def _wait_for_room(self, size: int, block_timeout: float | None) -> bool:
+        if not block_timeout or block_timeout <= 0:
+            return False
+        deadline = time.monotonic() + block_timeout
+        while not self._buffers.has_room(size):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.poll(min(remaining, 0.1))
+        return True
+
+    def _report_now(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
+                    timestamp: int, cb: Callable[..., Any] | None, code: int, reserved_size: int | None = None) -> None:
+        """A message that never reaches a toppar still gets exactly one delivery report; one that never got a
+        partition reports partition -1 (librdkafka's unassigned partition)."""
+        buffers = self._buffers
+        msgid = buffers.add_unsendable(topic, partition, key, value, headers, timestamp or int(time.time() * 1000),
+                                       cb, reserved_size or 0, reserved=reserved_size is not None)
+        if msgid is None:
+            raise BufferError("Local: Queue full")
+        buffers.complete(topic, partition, [(msgid, 1, code, -1, -1)], self._on_delivery, self._only_errors)
+
+    def _lookup_failed_recently(self, topic: str) -> bool:
+        """The topic's lookup failed less than _METADATA_RETRY_S ago: its messages fail without another."""
+        failed_at = self._metadata_failed_at.get(topic)
+        return failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S
+
+    def _lookup_partition_count(self, topic: str) -> int | None:
+        if self._lookup_failed_recently(topic):
+            return None
+        # A topic being auto-created may need a few metadata rounds before it has partitions.
+        deadline = time.monotonic() + min(self._socket_timeout_s, _METADATA_WAIT_S)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                cluster = self._metadata([topic], min(max(remaining, 0.1), 2.0), allow_auto_create=True)
+                meta = cluster.topics.get(topic)
+                if meta is not None and meta.error is not None:
+                    self._metadata_errors[topic] = (KafkaError._UNKNOWN_TOPIC
+                                                    if meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                                                    else meta.error.code())
+            except KafkaException as exc:
+                self._metadata_errors[topic] = exc.args[0].code()
+            count = self._partition_counts.get(topic)
+            if count is not None:
+                return count
+            if deadline - time.monotonic() <= 0.1:
+                self._metadata_failed_at[topic] = time.monotonic()
+                return None
+            time.sleep(0.1)
+
+    # ---- delivery reports --------------------------------------------------------------------------------
+    def poll(self, timeout: float | None = None) -> int:
+        """Serve delivery reports and error callbacks; wait up to ``timeout`` seconds (None/-1: forever)
+        for at least one. Returns the number of events served."""
+        if timeout is None or timeout < 0:
+            timeout = float("inf")
+        elif not isinstance(timeout, (int, float)):
+            raise TypeError("timeout must be a number")
+        deadline = time.monotonic() + timeout
+        served = self._serve_ready()
+        if served or self._closed:
+            return served
+        events = self._rt.events
+        while True:
+            remaining = deadline - time.monotonic()
+            op = events.poll(max(0.0, min(remaining, 3600.0)))
+            handled = 0
+            while op is not None:
+                handled += self._handle_op(op)
+                op = events.poll(0)
+            served = self._serve_ready() + handled
+            if served or remaining <= 0:
+                return served
+
+    def _handle_op(self, op: Op) -> int:
+        payload = op.payload if isinstance(op.payload, dict) else {}
+        if op.type == pops.DR:
+            self._buffers.complete(payload["topic"], payload["partition"], payload["rows"], self._on_delivery,
+                                   self._only_errors)
+            return 0
+        if op.type == ops.TOPIC_PARTITIONS:
+            count = int(payload.get("partition_count", 0))
+            if count > 0:
+                self._partition_counts[payload["topic"]] = count
+            return 0
+        if op.type == CHILD_EXITED:
+            self._wake.set()  # the flusher reports what the dead host held (see _check_restarts)
+            return 0
+        if op.type == ops.STATS:
+            if self._stats is None:
+                return 0
+            buffers = self._buffers
+            self._stats.deliver(op.payload, {
+                "replyq": len(buffers.ready), "msg_cnt": len(self), "msg_size": buffers.nbytes,
+                "msg_max": buffers.max_messages, "msg_size_max": buffers.max_bytes})
+            return 1
+        if op.type == ops.ERR:
+            error = KafkaError(int(payload.get("code", KafkaError._FAIL)), payload.get("reason") or None,
+                               fatal=bool(payload.get("fatal")))
+            if error.fatal() and self._fatal is None:
+                self._fatal = error
+                self._broadcast(Op(FATAL, {"code": error.code(), "reason": error.str()}))
+            if self._error_cb is not None:
+                self._error_cb(error)
+            else:
+                self._logger.log(logging.ERROR, f"kqactors producer error: {error}")
+            return 1
+        return 0
+
+    def _serve_ready(self) -> int:
+        ready = self._buffers.ready
+        served = 0
+        while ready:
+            callback, error, msg = ready.popleft()
+            served += 1
+            callback(error, msg)  # an exception propagates; the remaining reports wait for the next poll
+        return served
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything now (ignoring linger.ms) and serve delivery reports until none are outstanding
+        or ``timeout`` seconds pass. Returns the number of messages still outstanding."""
+        if timeout is None or timeout < 0:
+            timeout = float("inf")
+        deadline = time.monotonic() + timeout
+        self._flushing += 1
+        try:
+            self._wake.set()
+            self._send_to_pending(Op(FLUSH, {}))
+            while len(self) > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.poll(min(remaining, 0.1))
+        finally:
+            self._flushing -= 1
+        return len(self)
+
+    def __len__(self) -> int:
+        return self._buffers.count + len(self._buffers.ready)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail queued (_PURGE_QUEUE) and/or in-flight (_PURGE_INFLIGHT) messages; reports are served by
+        the next poll()/flush()."""
+        if in_queue:
+            for topic, messages in self._unassigned.take_all().items():
+                self._fail_held(topic, messages, KafkaError._PURGE_QUEUE)
+            self._buffers.fail_unsent(KafkaError._PURGE_QUEUE, self._on_delivery)
+        op_payload = {"in_queue": bool(in_queue), "in_flight": bool(in_flight)}
+        targets = [buf.name for buf in self._buffers.partitions_with_pending() if buf.spawned]
+        if not targets:
+            return
+        if not blocking:
+            self._rt.send_many((name, Op(PURGE, dict(op_payload))) for name in targets)
+            return
+        replies = self._rt.new_queue()
+        for name in targets:
+            try:
+                self._rt.request_async(name, Op(PURGE, dict(op_payload)), replies, self._socket_timeout_s)
+            except ActorError:
+                continue
+            replies.poll(self._socket_timeout_s + 1.0)
+
+    # ---- metadata ------------------------------------------------------------------------------------
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """Cluster metadata (all topics, or just ``topic``); raises KafkaException on timeout or error."""
+        if topic is not None and not isinstance(topic, str):
+            raise TypeError("topic must be a str or None")
+        if timeout is None or timeout < 0:
+            timeout = self._socket_timeout_s
+        return self._metadata([topic] if topic else None, timeout, allow_auto_create=False)
+
+    def _metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
+        self._check_open()
+        cluster = request_metadata(self._rt, topics, timeout, allow_auto_create)
+        for name, meta in cluster.topics.items():
+            if meta.error is None and meta.partitions:
+                self._partition_counts[name] = len(meta.partitions)
+        return cluster
+
+    # ---- flusher thread -------------------------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        buffers = self._buffers
+        wake = self._wake
+        while not self._closed:
+            if buffers.unsent or self._flushing:
+                wake.wait(self._tick_s)  # messages flow: hand over every tick
+                wake.clear()
+            else:
+                # Idle: sleep until a first message (or flush/close) wakes us, instead of ticking. The
+                # flag goes up before the re-check, so a produce() either sees it or is seen here.
+                self._flusher_idle = True
+                if not buffers.unsent:
+                    wake.wait(_IDLE_WAIT_S)
+                self._flusher_idle = False
+                wake.clear()
+                if buffers.unsent and not self._wake_on_first and not self._flushing:
+                    wake.wait(self._tick_s)  # woken by a first message: let the batch fill for a tick
+                    wake.clear()
+            with self._handover_lock:
+                try:
+                    self._hand_over()
+                except Exception:  # the flusher must survive anything; failures become delivery reports
+                    self._logger.log(logging.ERROR, "kqactors producer flusher failed", exc_info=True)
+
+    def _hand_over_now(self, topic: str, partition: int) -> bool:
+        """Hand what is unsent over from the producing thread: the one message when linger.ms=0 and the
+        flusher sleeps, or a backlog of _FLUSH_MESSAGES. Saves waking the flusher (a thread wake-up plus a
+        GIL hand-off, a tenth of a millisecond when idle, a 5 ms switch interval per blocking call when this
+        thread produces flat out). Only to a toppar that runs already: starting one may block for a while."""
+        if not self._buffers.buffer_for(topic, partition).spawned or not self._handover_lock.acquire(False):
+            return False
+        try:
+            self._hand_over()
+        except Exception:  # as in the flusher: failures become delivery reports, produce() has succeeded
+            self._logger.log(logging.ERROR, "kqactors producer hand-over failed", exc_info=True)
+        finally:
+            self._handover_lock.release()
+        return True
+
+    def _hand_over(self) -> None:
+        self._check_restarts()
+        taken = self._buffers.take_all()
+        if not taken:
+            return
+        flush = self._flushing > 0
+        sends = []
+        for buf, first, count, first_enq, frame, headers, cuts in taken:
+            if not buf.spawned:
+                if not self._spawn(buf):
+                    self._fail_handover(buf, first, count)
+                    continue
+                self._spawn_siblings(buf.topic)
+            if buf.restart_notice:
+                sends.append((buf, Op(RESTARTED, {})))
+            payload = {"first_msgid": first, "count": count, "enq_time": first_enq, "flush": flush}
+            if headers:
+                payload["headers"] = headers
+            if cuts:
+                payload["cuts"] = cuts
+            sends.append((buf, Op(pops.PRODUCE, payload, [frame])))
+        if not sends:
+            return
+        try:
+            self._rt.send_many((buf.name, op) for buf, op in sends)
+        except ActorError:
+            # Some destination is unreachable (its host is restarting): send one by one so only the
+            # messages for that toppar fail, and the restart notice is kept for the next attempt.
+            failed: set[str] = set()
+            for buf, op in sends:
+                if buf.name in failed:
+                    if op.type == pops.PRODUCE:
+                        self._fail_handover(buf, op.payload["first_msgid"], op.payload["count"])
+                    continue
+                try:
+                    self._rt.send(buf.name, op)
+                except ActorError as exc:
+                    self._logger.log(logging.DEBUG, f"kqactors producer could not hand over to {buf.name}: {exc}")
+                    failed.add(buf.name)
+                    if op.type == pops.PRODUCE:
+                        self._fail_handover(buf, op.payload["first_msgid"], op.payload["count"])
+                    continue
+                if op.type == RESTARTED:
+                    buf.restart_notice = False
+            return
+        for buf, op in sends:
+            if op.type == RESTARTED:
+                buf.restart_notice = False
+
+    def _check_restarts(self) -> None:
+        """A toppar host died (kill -9, crash): whatever its toppars held is gone with it. Report those
+        messages failed (_FAIL; they may or may not have reached the broker) and tell the restarted toppar
+        before its first new messages, so an idempotent one moves to a new epoch first."""
+        changed = []
+        for key in self._rt.host_keys:
+            restarts = self._rt.host_restarts(key)
+            if restarts != self._restarts_seen.get(key, 0):
+                self._restarts_seen[key] = restarts
+                changed.append(key)
+        if not changed:
+            return
+        for buf in list(self._buffers.partitions.values()):
+            if not buf.spawned or buf.host not in changed:
+                continue
+            restarts = self._restarts_seen[buf.host]
+            if restarts == buf.incarnation:
+                continue
+            buf.incarnation = restarts
+            buf.restart_notice = True
+            lost = self._buffers.fail_handed_over(buf, KafkaError._FAIL, self._on_delivery)
+            if lost:
+                self._logger.log(logging.WARNING, f"kqactors producer: host of {buf.name} died; {lost} messages "
+                                 "it held are reported failed")
+
+    def _fail_handover(self, buf: Any, first: int, count: int) -> None:
+        self._buffers.complete(buf.topic, buf.partition, [(first, count, KafkaError._TRANSPORT, -1, -1)],
+                               self._on_delivery, self._only_errors)
+
+    def _spawn_siblings(self, topic: str) -> None:
+        """Start the toppars of a topic's other partitions too, as librdkafka creates all of a topic's
+        toppars from metadata: the sticky partitioner moves on to them within milliseconds, and a toppar
+        started then would stall the hand-over while messages pile up."""
+        count = self._partition_counts.get(topic) or 0
+        for partition in range(count):
+            sibling = self._buffers.buffer_for(topic, partition)
+            if not sibling.spawned:
+                self._spawn(sibling)  # on failure it is retried when a message goes there
+
+    def _spawn(self, buf: Any) -> bool:
+        # Consecutive partitions of a topic go to consecutive hosts, so a topic's load (compression and
+        # encoding) spreads over every host; a hash of the whole name can put all of them on one. With no
+        # toppar hosts (kqactors.hosts=0) toppars share the main host.
+        host = 1 + (zlib.crc32(buf.topic.encode()) + buf.partition) % self._hosts if self._hosts else 0
+        args = {"topic": buf.topic, "partition": buf.partition, **self._toppar_args}
+        try:
+            self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host, timeout=_SPAWN_TIMEOUT_S)
+        except (ActorError, ValueError) as exc:
+            self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
+            return False
+        buf.spawned = True
+        buf.host = self._rt.host_keys[host]
+        buf.incarnation = self._rt.host_restarts(buf.host)
+        if self._fatal is not None:
+            self._rt.send(buf.name, Op(FATAL, {"code": self._fatal.code(), "reason": self._fatal.str()}))
+        return True
+
+    def _send_to_pending(self, op: Op) -> None:
+        targets = [buf.name for buf in self._buffers.partitions_with_pending() if buf.spawned]
+        if targets:
+            try:
+                self._rt.send_many((name, Op(op.type, dict(op.payload or {}))) for name in targets)
+            except ActorError:
+                pass
+
+    def _broadcast(self, op: Op) -> None:
+        targets = [buf.name for buf in self._buffers.partitions.values() if buf.spawned]
+        if targets:
+            try:
+                self._rt.send_many((name, Op(op.type, dict(op.payload or {}))) for name in targets)
+            except ActorError:
+                pass
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
+
+    def close(self, timeout: float = _CLOSE_FLUSH_S) -> None:
+        """Flush for up to ``timeout`` seconds, fail whatever is left (_PURGE_QUEUE / _PURGE_INFLIGHT /
+        _DESTROY), serve every remaining delivery report, then stop all processes. Never hangs."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+            if len(self) > 0:
+                self.purge(in_queue=True, in_flight=True, blocking=True)
+                end = time.monotonic() + 1.0
+                while self._buffers.count > 0 and time.monotonic() < end:
+                    self.poll(0.05)
+        finally:
+            self._closed = True
+            self._wake.set()
+            self._flusher.join(timeout=2.0)
+            self._unassigned.close()
+            for topic, messages in self._unassigned.take_all().items():
+                self._fail_held(topic, messages, KafkaError._DESTROY)
+            self._buffers.fail_everything(KafkaError._DESTROY, self._on_delivery)
+            try:
+                self._serve_ready()
+            finally:
+                self._rt.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

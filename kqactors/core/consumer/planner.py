@@ -1,0 +1,426 @@
+"""The broker side of fetching: which partitions go into the next Fetch request, and what its response means.
+
+Runs in: broker actors (one FetchPlanner per broker connection, pure and process-free). Owns, per partition
+this broker leads: the fetch position and toppar version it fetches at, flow control (prefetch credit open
+or closed), pause, error backoff (fetch.error.backoff.ms), the partition fetch size, and partition EOF
+bookkeeping. It builds Fetch requests (fetch.wait.max.ms, fetch.min.bytes, fetch.max.bytes,
+max.partition.fetch.bytes; full requests, no KIP-227 fetch session) and, on the response, scans batch
+headers to advance the position without decoding, classifies errors, and emits ``FetchedSlice``s for toppar
+actors to decode.
+
+Version stamping: every planned partition remembers the version and offset it was requested at; a response
+for a partition that was seeked, re-assigned or stopped since is dropped, never delivered. One Fetch request
+is in flight per broker at a time, as in librdkafka.
+
+Partition EOF (enable.partition.eof), as librdkafka: once per reaching, when the position after a response
+is at the end the response reports, the high watermark (the last stable offset under read_committed). An
+empty answer alone is no end: brokers leave a partition's records empty once the response reached
+fetch.max.bytes, below its high watermark.
+
+Tansu quirk handled here: a partition answer may be far larger than partition_max_bytes (it is scanned like
+any other).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kqactors.errors import KafkaError
+from kqactors.protocol.generated.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from kqactors.records import CorruptRecordError, scan_record_set
+
+from .classify import classify_fetch_error
+from .decoder import FetchedSlice
+from .settings import ERROR, FetchSettings
+
+__all__ = ["FetchPlanner", "FetchPlan", "FetchOutcome", "FetchTarget", "OffsetReset", "PartitionError",
+           "ACTIVE", "AWAITING_RESET", "STOPPED"]
+
+ACTIVE = "active"
+AWAITING_RESET = "awaiting-reset"
+"""Offset out of range: waiting for the actor to resolve auto.offset.reset and call ``seek``."""
+STOPPED = "stopped"
+"""Fetching stopped by an error the application must act on (auto.offset.reset=error)."""
+
+_AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
+_MSG_SIZE_TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
+_BAD_MSG = KafkaError._BAD_MSG
+_MAX_PARTITION_BYTES = 1_000_000_000
+_ZERO_UUID = bytes(16)
+
+Key = tuple[str, int]
+
+
+class FetchTarget:
+    """Fetch state of one partition led by this broker."""
+
+    __slots__ = ("topic", "partition", "topic_id", "version", "offset", "current_leader_epoch",
+                 "last_fetched_epoch", "paused", "flow_open", "state", "backoff_until", "max_bytes",
+                 "eof_offset", "last_error", "high_watermark", "last_stable_offset", "log_start_offset")
+
+    def __init__(self, topic: str, partition: int, offset: int, version: int, max_bytes: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id: bytes | None = None
+        self.version = version
+        self.offset = offset
+        self.current_leader_epoch = -1
+        self.last_fetched_epoch = -1
+        self.paused = False
+        self.flow_open = True
+        self.state = ACTIVE
+        self.backoff_until = 0.0
+        self.max_bytes = max_bytes
+        self.eof_offset = -1
+        self.last_error = 0
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+
+    def is_fetchable(self, now: float) -> bool:
+        return self.state == ACTIVE and self.flow_open and not self.paused and self.backoff_until <= now
+
+    def __repr__(self) -> str:
+        return (f"FetchTarget({self.topic}[{self.partition}] v{self.version} @{self.offset} {self.state}"
+                f"{' paused' if self.paused else ''}{'' if self.flow_open else ' flow-closed'})")
+
+
+class FetchPlan:
+    """A built Fetch request and, per partition, the (version, offset, max_bytes) it was requested at."""
+
+    __slots__ = ("request", "partitions", "timeout_ms", "topic_ids_known")
+
+    def __init__(self, request: FetchRequest, partitions: dict[Key, tuple[int, int, int]], timeout_ms: int,
+                 topic_ids_known: bool) -> None:
+        self.request = request
+        self.partitions = partitions
+        #: Local timeout for this request: fetch.wait.max.ms + socket.timeout.ms.
+        self.timeout_ms = timeout_ms
+        #: False when some topic id is unknown: the broker actor must then use Fetch v12 or older.
+        self.topic_ids_known = topic_ids_known
+
+
+class OffsetReset:
+    """OFFSET_OUT_OF_RANGE: resolve ``policy`` (earliest/latest) with ListOffsets, then ``seek`` the planner."""
+
+    __slots__ = ("topic", "partition", "version", "offset", "policy", "code")
+
+    def __init__(self, topic: str, partition: int, version: int, offset: int, policy: str, code: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.version = version
+        self.offset = offset
+        self.policy = policy
+        self.code = code
+
+    def __repr__(self) -> str:
+        return f"OffsetReset({self.topic}[{self.partition}] v{self.version} @{self.offset} → {self.policy})"
+
+
+class PartitionError:
+    """An error for the application, at a partition's fetch position, stamped with the toppar version."""
+
+    __slots__ = ("topic", "partition", "version", "offset", "code", "reason")
+
+    def __init__(self, topic: str, partition: int, version: int, offset: int, code: int, reason: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.version = version
+        self.offset = offset
+        self.code = code
+        self.reason = reason
+
+    def payload(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "version": self.version,
+                "offset": self.offset, "code": self.code, "reason": self.reason}
+
+    def __repr__(self) -> str:
+        return f"PartitionError({self.topic}[{self.partition}] v{self.version} @{self.offset} code={self.code})"
+
+
+class FetchOutcome:
+    """What a Fetch response (or failure) asks the broker actor to do."""
+
+    __slots__ = ("slices", "resets", "errors", "refresh_topics", "leader_errors", "dropped", "received_bytes")
+
+    def __init__(self) -> None:
+        #: Hand each to its toppar actor (records as a raw frame).
+        self.slices: list[FetchedSlice] = []
+        #: Resolve auto.offset.reset for these.
+        self.resets: list[OffsetReset] = []
+        #: Deliver to the application through the partition's toppar (ordered with its messages).
+        self.errors: list[PartitionError] = []
+        #: Ask main for a metadata refresh of these topics.
+        self.refresh_topics: set[str] = set()
+        #: (topic, partition, error code) whose leadership looks stale: main may move them.
+        self.leader_errors: list[tuple[str, int, int]] = []
+        #: Partition answers ignored because the partition changed (seek, re-assign, stop) meanwhile.
+        self.dropped = 0
+        self.received_bytes = 0
+
+
+class FetchPlanner:
+    """Per-broker fetch loop logic; the broker actor feeds it ops and responses and sends what it builds."""
+
+    def __init__(self, settings: FetchSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._targets: dict[Key, FetchTarget] = {}
+        self._names_by_id: dict[bytes, str] = {}
+        self._rotation = 0
+        self.in_flight: FetchPlan | None = None
+
+    # -- partitions joining, leaving and changing -----------------------------------------------------
+    def start(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int = -1,
+              topic_id: bytes | None = None) -> FetchTarget:
+        """Begin (or restart) fetching a partition at an absolute ``offset`` for toppar ``version``."""
+        _check_offset(offset)
+        key = (topic, partition)
+        target = self._targets.get(key)
+        if target is None:
+            target = FetchTarget(topic, partition, offset, version, self.settings.max_partition_fetch_bytes)
+            self._targets[key] = target
+        else:
+            self._restart(target, offset, version)
+        target.current_leader_epoch = leader_epoch
+        if topic_id is not None and topic_id != _ZERO_UUID:
+            target.topic_id = topic_id
+            self._names_by_id[topic_id] = topic
+        return target
+
+    def stop(self, topic: str, partition: int) -> bool:
+        """Stop fetching (partition left this broker or was unassigned); late answers for it are dropped."""
+        return self._targets.pop((topic, partition), None) is not None
+
+    def seek(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int | None = None
+             ) -> bool:
+        """Move the fetch position (seek, resumed app position, or a resolved offset reset).
+
+        ``version`` must not be older than the partition's; returns False (and changes nothing) if it is or
+        the partition is unknown here.
+        """
+        _check_offset(offset)
+        target = self._targets.get((topic, partition))
+        if target is None or version < target.version:
+            return False
+        self._restart(target, offset, version)
+        if leader_epoch is not None:
+            target.current_leader_epoch = leader_epoch
+        return True
+
+    def _restart(self, target: FetchTarget, offset: int, version: int) -> None:
+        target.offset = offset
+        target.version = version
+        target.state = ACTIVE
+        target.backoff_until = 0.0
+        target.eof_offset = -1
+        target.last_error = 0
+        target.last_fetched_epoch = -1
+        target.max_bytes = self.settings.max_partition_fetch_bytes
+
+    def set_flow(self, topic: str, partition: int, open_: bool) -> None:
+        """Prefetch credit opened or closed for the partition (see prefetch.PrefetchCredit)."""
+        target = self._targets.get((topic, partition))
+        if target is not None:
+            target.flow_open = open_
+
+    def set_paused(self, topic: str, partition: int, paused: bool) -> None:
+        target = self._targets.get((topic, partition))
+        if target is not None:
+            target.paused = paused
+
+    def set_leader_epoch(self, topic: str, partition: int, leader_epoch: int) -> None:
+        target = self._targets.get((topic, partition))
+        if target is not None:
+            target.current_leader_epoch = leader_epoch
+
+    def target(self, topic: str, partition: int) -> FetchTarget | None:
+        return self._targets.get((topic, partition))
+
+    def targets(self) -> list[FetchTarget]:
+        return list(self._targets.values())
+
+    # -- building requests ----------------------------------------------------------------------------
+    def fetchable(self, now: float | None = None) -> list[FetchTarget]:
+        """Partitions that would go into a request now, in this round's (rotated) order."""
+        now = self._clock() if now is None else now
+        ready = [t for t in self._targets.values() if t.is_fetchable(now)]
+        if len(ready) > 1:
+            # Rotate so that a response cut short by fetch.max.bytes does not always favour the same ones.
+            start = self._rotation % len(ready)
+            ready = ready[start:] + ready[:start]
+        return ready
+
+    def build(self, now: float | None = None) -> FetchPlan | None:
+        """The next Fetch request, or None when one is in flight or no partition may be fetched now."""
+        if self.in_flight is not None:
+            return None
+        ready = self.fetchable(now)
+        if not ready:
+            return None
+        self._rotation += 1
+        settings = self.settings
+        topics: dict[str, FetchTopic] = {}
+        planned: dict[Key, tuple[int, int, int]] = {}
+        ids_known = True
+        for target in ready:
+            topic = topics.get(target.topic)
+            if topic is None:
+                topic_id = target.topic_id or _ZERO_UUID
+                ids_known = ids_known and topic_id != _ZERO_UUID
+                topic = topics[target.topic] = FetchTopic(topic=target.topic, topic_id=topic_id, partitions=[])
+            topic.partitions.append(FetchPartition(
+                partition=target.partition, current_leader_epoch=target.current_leader_epoch,
+                fetch_offset=target.offset, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=target.max_bytes,
+            ))  # fmt: skip
+            planned[(target.topic, target.partition)] = (target.version, target.offset, target.max_bytes)
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=settings.fetch_wait_max_ms, min_bytes=settings.fetch_min_bytes,
+            max_bytes=settings.fetch_max_bytes, isolation_level=settings.isolation_level, session_id=0,
+            session_epoch=-1, topics=list(topics.values()),
+        )  # fmt: skip
+        self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known)
+        return self.in_flight
+
+    def next_wakeup(self, now: float | None = None) -> float | None:
+        """Clock time at which a backed-off partition becomes fetchable (None: nothing is waiting on time)."""
+        now = self._clock() if now is None else now
+        times = [t.backoff_until for t in self._targets.values()
+                 if t.state == ACTIVE and t.flow_open and not t.paused and t.backoff_until > now]
+        return min(times) if times else None
+
+    # -- handling responses ---------------------------------------------------------------------------
+    def handle_failure(self, plan: FetchPlan, code: int, now: float | None = None) -> FetchOutcome:
+        """The whole request failed (connection lost, timeout, request-level error): back every partition off."""
+        now = self._clock() if now is None else now
+        self._finish(plan)
+        until = now + self.settings.fetch_error_backoff_ms / 1000.0
+        for key, (version, offset, _max_bytes) in plan.partitions.items():
+            target = self._targets.get(key)
+            if target is not None and target.version == version and target.offset == offset:
+                target.backoff_until = until
+        return FetchOutcome()
+
+    def handle_response(self, plan: FetchPlan, response: FetchResponse, now: float | None = None) -> FetchOutcome:
+        """Interpret a Fetch response for the partitions of ``plan``."""
+        now = self._clock() if now is None else now
+        self._finish(plan)
+        outcome = FetchOutcome()
+        top_error = response.error_code
+        if top_error and not response.responses:
+            self.handle_failure(plan, top_error, now)
+            return outcome
+        for topic_response in response.responses:
+            topic = topic_response.topic or self._names_by_id.get(topic_response.topic_id, "")
+            for data in topic_response.partitions:
+                key = (topic, data.partition_index)
+                planned = plan.partitions.get(key)
+                if planned is None:
+                    continue  # not asked for (or unknown topic id): nothing to hand anywhere
+                target = self._targets.get(key)
+                version, offset, max_bytes = planned
+                if (target is None or target.version != version or target.offset != offset
+                        or target.state != ACTIVE):
+                    outcome.dropped += 1
+                    continue
+                target.high_watermark = data.high_watermark
+                target.last_stable_offset = data.last_stable_offset
+                target.log_start_offset = data.log_start_offset
+                code = top_error or data.error_code
+                if code:
+                    self._partition_error(target, code, now, outcome)
+                else:
+                    target.last_error = 0
+                    self._partition_data(target, data, max_bytes, now, outcome)
+        return outcome
+
+    def _finish(self, plan: FetchPlan) -> None:
+        if self.in_flight is plan:
+            self.in_flight = None
+
+    def _partition_data(self, target: FetchTarget, data: Any, max_bytes: int, now: float,
+                        outcome: FetchOutcome) -> None:
+        records = data.records if data.records is not None else b""
+        offset = target.offset
+        raw: bytes | memoryview = b""
+        next_offset = offset
+        if len(records):
+            outcome.received_bytes += len(records)
+            try:
+                scan = scan_record_set(records)
+            except CorruptRecordError as exc:
+                self._report(target, _BAD_MSG, f"Fetch response has a malformed record set: {exc}", outcome)
+                target.backoff_until = now + self.settings.fetch_error_backoff_ms / 1000.0
+                return
+            if not scan.batches:
+                self._grow(target, scan.partial_size, max_bytes, now, outcome)
+                return
+            last = scan.batches[-1]
+            next_offset = max(offset, last.next_offset)
+            raw = records[: scan.consumed]
+            if last.partition_leader_epoch >= 0:
+                target.last_fetched_epoch = last.partition_leader_epoch
+            target.max_bytes = self.settings.max_partition_fetch_bytes
+        end_offset = data.high_watermark
+        if self.settings.read_committed and data.last_stable_offset >= 0:
+            end_offset = data.last_stable_offset
+        at_end = next_offset >= end_offset
+        eof_offset = -1
+        if self.settings.enable_partition_eof and at_end and target.eof_offset != next_offset:
+            eof_offset = target.eof_offset = next_offset
+        if len(raw) or eof_offset >= 0:
+            aborted = ([(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()]
+                       if self.settings.read_committed else [])
+            outcome.slices.append(FetchedSlice(
+                target.topic, target.partition, target.version, offset, next_offset, raw,
+                high_watermark=data.high_watermark, last_stable_offset=data.last_stable_offset,
+                log_start_offset=data.log_start_offset, aborted=aborted, eof_offset=eof_offset,
+            ))  # fmt: skip
+        target.offset = next_offset
+
+    def _grow(self, target: FetchTarget, needed: int, max_bytes: int, now: float, outcome: FetchOutcome) -> None:
+        """Only a truncated entry came back (pre-KIP-74 brokers): ask for more, or give up if we already did."""
+        if needed > max_bytes and max_bytes < _MAX_PARTITION_BYTES:
+            target.max_bytes = min(max(needed, 2 * max_bytes), _MAX_PARTITION_BYTES)
+            return
+        self._report(target, _MSG_SIZE_TOO_LARGE,
+                     f"Message batch of {needed} bytes at offset {target.offset} cannot be fetched with "
+                     f"a partition fetch size of {max_bytes} bytes", outcome)
+        target.backoff_until = now + self.settings.fetch_error_backoff_ms / 1000.0
+
+    def _partition_error(self, target: FetchTarget, code: int, now: float, outcome: FetchOutcome) -> None:
+        action = classify_fetch_error(code)
+        if action.refresh:
+            outcome.refresh_topics.add(target.topic)
+            outcome.leader_errors.append((target.topic, target.partition, code))
+        if action.reset:
+            policy = self.settings.auto_offset_reset
+            if policy == ERROR:
+                target.state = STOPPED
+                self._report(target, _AUTO_OFFSET_RESET,
+                             f"Fetch failed due to requested offset {target.offset} not available on the "
+                             f"broker (Offset out of range) and auto.offset.reset is error", outcome)
+            else:
+                target.state = AWAITING_RESET
+                outcome.resets.append(OffsetReset(target.topic, target.partition, target.version,
+                                                  target.offset, policy, code))
+        if action.report and not (action.report_once and target.last_error == code):
+            self._report(target, code, f"Fetch failed at offset {target.offset}", outcome)
+        target.last_error = code
+        if action.backoff:
+            target.backoff_until = now + self.settings.fetch_error_backoff_ms / 1000.0
+
+    @staticmethod
+    def _report(target: FetchTarget, code: int, reason: str, outcome: FetchOutcome) -> None:
+        outcome.errors.append(PartitionError(target.topic, target.partition, target.version, target.offset,
+                                             code, reason))
+
+
+def _check_offset(offset: int) -> None:
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ValueError(f"fetch offset must be an absolute offset >= 0 (resolve logical offsets first), "
+                         f"not {offset!r}")
+

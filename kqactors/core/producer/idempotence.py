@@ -1,0 +1,156 @@
+"""Idempotent-producer state of one partition: sequences, acks and the verdict on Produce errors.
+
+Runs in: toppar hosts. Owns the producer id/epoch this partition stamps on batches, the next sequence to
+assign, the next sequence expected to be acknowledged (``next_ack_seq``) or to fail (``next_err_seq``),
+and the idempotence-specific reading of OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER and
+UNKNOWN_PRODUCER_ID (librdkafka's behaviour, KIP-360 epoch bumps instead of fatal errors where safe).
+
+Sequences are assigned when a batch is cut, not derived from msgids, so messages that time out or are
+purged before they were ever sent leave no gap. A gap appears only when a batch that holds sequences is
+dropped without being acknowledged; the partition then asks for a drain + epoch bump, after which all
+sequences restart at 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kqactors.core.producer.batch import Batch, wrap_seq
+from kqactors.core.producer.classify import (
+    NOT_PERSISTED,
+    PERMANENT,
+    POSSIBLY_PERSISTED,
+    RETRY,
+    ProduceErrorAction,
+)
+from kqactors.errors import KafkaError
+
+__all__ = ["IdempotenceState", "IdempotentVerdict"]
+
+
+@dataclass
+class IdempotentVerdict:
+    """What to do with a failed batch after the idempotence rules have been applied.
+
+    ``action`` replaces the table action; ``error`` replaces the error code (0 = treat as delivered);
+    ``bump_reason`` asks for a drain + epoch bump; ``fatal_reason`` raises a fatal producer error.
+    """
+
+    action: ProduceErrorAction
+    error: int
+    bump_reason: str | None = None
+    fatal_reason: str | None = None
+    fatal_code: int = 0
+
+
+class IdempotenceState:
+    """Sequence bookkeeping for one partition under one producer id and epoch."""
+
+    __slots__ = ("producer_id", "epoch", "next_seq", "next_ack_seq", "next_err_seq", "gapless")
+
+    def __init__(self, gapless: bool = False) -> None:
+        self.producer_id = -1
+        self.epoch = -1
+        self.next_seq = 0
+        self.next_ack_seq = 0
+        self.next_err_seq = 0
+        self.gapless = gapless
+
+    @property
+    def valid(self) -> bool:
+        return self.producer_id >= 0
+
+    def reset(self, producer_id: int, epoch: int) -> bool:
+        """Adopt a producer id/epoch; returns True when it differs (sequences restart at 0)."""
+        if producer_id == self.producer_id and epoch == self.epoch:
+            return False
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.next_seq = 0
+        self.next_ack_seq = 0
+        self.next_err_seq = 0
+        return True
+
+    def stamp(self, batch: Batch) -> None:
+        """Give ``batch`` the current identity and the next sequence range."""
+        if batch.payload is not None and (batch.producer_id != self.producer_id or batch.epoch != self.epoch
+                                          or batch.base_seq != self.next_seq):
+            batch.needs_restamp = True
+        batch.producer_id = self.producer_id
+        batch.epoch = self.epoch
+        batch.base_seq = self.next_seq
+        self.next_seq = wrap_seq(self.next_seq + batch.count)
+
+    def same_identity(self, batch: Batch) -> bool:
+        return batch.producer_id == self.producer_id and batch.epoch == self.epoch
+
+    def on_success(self, batch: Batch) -> str | None:
+        """Advance the ack sequence; returns a fatal reason if the success contradicts an expected error."""
+        next_seq = batch.next_seq
+        fatal = None
+        if batch.base_seq != self.next_ack_seq and batch.base_seq == self.next_err_seq \
+                and self.next_err_seq != self.next_ack_seq:
+            fatal = (f"batch with base sequence {batch.base_seq} succeeded while an error was expected "
+                     f"(next ack sequence {self.next_ack_seq})")
+            self.next_err_seq = next_seq
+        if self.next_err_seq == self.next_ack_seq:
+            self.next_err_seq = next_seq
+        self.next_ack_seq = next_seq
+        return fatal
+
+    def on_error(self, batch: Batch, error: int, action: ProduceErrorAction) -> IdempotentVerdict:
+        """Refine the table ``action`` for a failed batch and update the ack/err sequences."""
+        verdict = IdempotentVerdict(action, error)
+        update_ack = False
+        update_err = True
+        if not self.same_identity(batch):
+            # The identity changed while this batch was out: nothing can be said about its fate.
+            verdict.action = ProduceErrorAction(PERMANENT | POSSIBLY_PERSISTED, False)
+            update_err = False
+        elif error == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            distance = wrap_seq(batch.base_seq - self.next_ack_seq)
+            if distance == 0:
+                verdict.fatal_code = error
+                verdict.fatal_reason = (f"sequence desynchronised with the broker at head-of-line "
+                                        f"base sequence {batch.base_seq}")
+                verdict.action = ProduceErrorAction(PERMANENT | POSSIBLY_PERSISTED, False)
+            elif distance < (1 << 30):
+                # An earlier batch failed; this one is safe to resend after drain + epoch bump.
+                verdict.action = ProduceErrorAction(RETRY | NOT_PERSISTED, False)
+                verdict.bump_reason = "skipped sequence numbers"
+            else:
+                verdict.fatal_code = error
+                verdict.fatal_reason = (f"rewound sequence: base sequence {batch.base_seq} is before "
+                                        f"next ack sequence {self.next_ack_seq}")
+                verdict.action = ProduceErrorAction(PERMANENT | POSSIBLY_PERSISTED, False)
+                update_err = False
+        elif error == KafkaError.DUPLICATE_SEQUENCE_NUMBER:
+            # A retry of something the broker already has: delivered (offset unknown).
+            verdict.error = 0
+            verdict.action = ProduceErrorAction(0, False)
+            self.on_success(batch)
+            return verdict
+        elif error == KafkaError.UNKNOWN_PRODUCER_ID:
+            if batch.retries == 0 and self.next_err_seq == batch.base_seq:
+                verdict.action = ProduceErrorAction(RETRY | NOT_PERSISTED, False)
+                verdict.bump_reason = "unknown producer id"
+            else:
+                verdict.fatal_code = error
+                verdict.fatal_reason = ("unknown producer id for a batch that was retried or follows "
+                                        "unacknowledged batches: cannot retry without duplicates or reordering")
+                verdict.action = ProduceErrorAction(PERMANENT | POSSIBLY_PERSISTED, False)
+        elif action.retriable:
+            update_ack = bool(action.flags & POSSIBLY_PERSISTED)
+        if verdict.action.flags & PERMANENT and verdict.fatal_reason is None and verdict.error:
+            if self.gapless:
+                verdict.fatal_code = KafkaError._GAPLESS_GUARANTEE
+                verdict.fatal_reason = f"batch failed with error {error}: gap-less guarantee cannot be kept"
+            else:
+                verdict.bump_reason = "message sequence gap"
+            update_ack = False
+        next_seq = batch.next_seq
+        if update_ack:
+            self.next_ack_seq = next_seq
+        if update_err:
+            self.next_err_seq = next_seq
+        return verdict

@@ -1,0 +1,725 @@
+/* kqactors/native/_native_buffers.c: the producer's app-side buffers (Packer, Buffers) and delivery reports.
+ *
+ * Part of kqactors.native._native (overview, cycle-collector rule and thread safety: _native.c). Packer is the
+ * twin of producer_core.packing.PyMessagePacker, Buffers the C base of producer_buffers'
+ * NativeProducerBuffers, complete_ok() the twin of producer_buffers._complete_ok_py.
+ *
+ * Frame layout (little-endian, see records/packed.py):
+ *   int64 timestamp_ms | int32 key_len (-1 = null) | int32 value_len (-1 = null) | uint16 header_count
+ *   key | value | header_count x (uint16 name_len | int32 value_len (-1 = null) | name utf-8 | value)
+ */
+
+#include "_native.h"
+
+#define ENTRY_SIZE 18          /* struct "<qiiH" */
+#define HEADER_SIZE 6          /* struct "<Hi" */
+#define SEGMENT_BYTES (64 * 1024)
+#define KEEP_CAPACITY (256 * 1024)  /* take() keeps a buffer up to this size for the next frame */
+
+/* Pending entry layout, as producer_buffers: (key, value, headers, timestamp, callback, enq_time, size). */
+enum { P_KEY, P_VALUE, P_HEADERS, P_TS, P_CB, P_ENQ, P_SIZE, P_LEN };
+
+static PyObject *StructError;   /* struct.error: what the Python twin raises for out-of-range fields */
+static PyObject *monotonic;     /* time.monotonic: the enqueue clock (the toppar hosts read the same one) */
+/* Interned attribute and method names, made once at import. */
+static PyObject *str_acquire, *str_release, *str_next_msgid, *str_packer, *str_pending, *str_new_buffer;
+
+/* ---- little-endian stores (memcpy keeps them alignment-safe; gcc turns them into plain moves) ---- */
+
+static inline void put_u16(char *p, uint16_t v) {
+    unsigned char b[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
+    memcpy(p, b, 2);
+}
+
+static inline void put_i32(char *p, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
+                          (unsigned char)(u >> 24)};
+    memcpy(p, b, 4);
+}
+
+static inline void put_i64(char *p, int64_t v) {
+    uint64_t u = (uint64_t)v;
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(u >> (8 * i));
+    memcpy(p, b, 8);
+}
+
+/* ======================================================================================================
+ * Packer
+ * ==================================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    char *buf;              /* frame bytes so far (PyMem), NULL until the first append */
+    Py_ssize_t len;         /* == nbytes of the Python twin: the frame's exact length */
+    Py_ssize_t cap;
+    Py_ssize_t count;
+    long long first_msgid;
+    double first_enq;
+    Py_ssize_t headers;     /* headers in the frame so far */
+    PyObject *cuts;         /* list of [count, nbytes, headers], one per SEGMENT_BYTES; owned */
+    Py_ssize_t cut_at;
+} Packer;
+
+/* One message's fields, checked and measured before anything is written, so a failing append leaves
+ * the packer (and the pending table) untouched. Borrowed references only. */
+typedef struct {
+    long long timestamp;
+    PyObject *key, *value;  /* bytes or NULL for None */
+    PyObject *hseq;         /* PySequence_Fast of the headers (new reference) or NULL */
+    Py_ssize_t nheaders;
+    Py_ssize_t size;        /* bytes this message adds to the frame */
+} Parsed;
+
+static int parse_bytes_or_none(PyObject *obj, PyObject **out, const char *what) {
+    if (obj == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (!PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be bytes or None, not %.100s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (PyBytes_GET_SIZE(obj) > INT32_MAX) {
+        PyErr_Format(StructError, "%s is too long for the packed layout", what);
+        return -1;
+    }
+    *out = obj;
+    return 0;
+}
+
+/* Fills *m; on success the caller owns m->hseq (Py_XDECREF it). */
+static int parse_message(Parsed *m, PyObject *timestamp, PyObject *key, PyObject *value, PyObject *headers) {
+    int overflow = 0;
+    m->hseq = NULL;
+    m->timestamp = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
+    if (overflow) {
+        PyErr_SetString(StructError, "timestamp out of range for int64");
+        return -1;
+    }
+    if (m->timestamp == -1 && PyErr_Occurred()) return -1;
+    if (parse_bytes_or_none(key, &m->key, "key") < 0) return -1;
+    if (parse_bytes_or_none(value, &m->value, "value") < 0) return -1;
+    m->size = ENTRY_SIZE + (m->key ? PyBytes_GET_SIZE(m->key) : 0) + (m->value ? PyBytes_GET_SIZE(m->value) : 0);
+    m->nheaders = 0;
+    if (headers == Py_None) return 0;
+    m->hseq = PySequence_Fast(headers, "headers must be a sequence of (name, value) pairs");
+    if (m->hseq == NULL) return -1;
+    m->nheaders = PySequence_Fast_GET_SIZE(m->hseq);
+    if (m->nheaders > 0xFFFF) {
+        PyErr_SetString(StructError, "too many headers for the packed layout (at most 65535)");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < m->nheaders; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(m->hseq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "headers must be (name, value) tuples");
+            goto fail;
+        }
+        PyObject *name = PyTuple_GET_ITEM(item, 0), *hval = PyTuple_GET_ITEM(item, 1), *hbytes;
+        if (!PyUnicode_Check(name)) {
+            PyErr_Format(PyExc_TypeError, "header name must be str, not %.100s", Py_TYPE(name)->tp_name);
+            goto fail;
+        }
+        Py_ssize_t nlen;
+        /* UTF-8 is cached inside the str object, so the write pass below gets it again for free. */
+        if (PyUnicode_AsUTF8AndSize(name, &nlen) == NULL) goto fail;
+        if (nlen > 0xFFFF) {
+            PyErr_SetString(StructError, "header name too long for the packed layout");
+            goto fail;
+        }
+        if (parse_bytes_or_none(hval, &hbytes, "header value") < 0) goto fail;
+        m->size += HEADER_SIZE + nlen + (hbytes ? PyBytes_GET_SIZE(hbytes) : 0);
+    }
+    return 0;
+fail:
+    Py_CLEAR(m->hseq);
+    return -1;
+}
+
+static int packer_reserve(Packer *self, Py_ssize_t extra) {
+    if (self->len + extra <= self->cap) return 0;
+    Py_ssize_t cap = self->cap ? self->cap : 4096;
+    while (cap < self->len + extra) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *buf = PyMem_Realloc(self->buf, (size_t)cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->buf = buf;
+    self->cap = cap;
+    return 0;
+}
+
+/* Writes a parsed message; cannot fail (room was reserved, every field was checked). */
+static void packer_write(Packer *self, const Parsed *m) {
+    char *p = self->buf + self->len;
+    Py_ssize_t klen = m->key ? PyBytes_GET_SIZE(m->key) : -1;
+    Py_ssize_t vlen = m->value ? PyBytes_GET_SIZE(m->value) : -1;
+    put_i64(p, m->timestamp);
+    put_i32(p + 8, (int32_t)klen);
+    put_i32(p + 12, (int32_t)vlen);
+    put_u16(p + 16, (uint16_t)m->nheaders);
+    p += ENTRY_SIZE;
+    if (klen > 0) {
+        memcpy(p, PyBytes_AS_STRING(m->key), (size_t)klen);
+        p += klen;
+    }
+    if (vlen > 0) {
+        memcpy(p, PyBytes_AS_STRING(m->value), (size_t)vlen);
+        p += vlen;
+    }
+    for (Py_ssize_t i = 0; i < m->nheaders; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(m->hseq, i);
+        PyObject *hval = PyTuple_GET_ITEM(item, 1);
+        Py_ssize_t nlen;
+        const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(item, 0), &nlen);  /* cached: no error */
+        Py_ssize_t hlen = hval == Py_None ? -1 : PyBytes_GET_SIZE(hval);
+        put_u16(p, (uint16_t)nlen);
+        put_i32(p + 2, (int32_t)hlen);
+        p += HEADER_SIZE;
+        memcpy(p, name, (size_t)nlen);
+        p += nlen;
+        if (hlen > 0) {
+            memcpy(p, PyBytes_AS_STRING(hval), (size_t)hlen);
+            p += hlen;
+        }
+    }
+    self->len += m->size;
+    self->headers += m->nheaders;
+}
+
+/* The segment cut that the append about to be written would cause, built beforehand so that nothing
+ * can fail after the write: a new list [count, nbytes, headers], or NULL with no error when no cut. */
+static PyObject *packer_next_cut(Packer *self, const Parsed *m, int *failed) {
+    *failed = 0;
+    if (self->len + m->size < self->cut_at) return NULL;
+    PyObject *cut = Py_BuildValue("[nnn]", self->count + 1, self->len + m->size, self->headers + m->nheaders);
+    if (cut == NULL) *failed = 1;
+    return cut;
+}
+
+/* Commits a write: counters and the prepared cut (stolen). */
+static void packer_commit(Packer *self, long long msgid, double enq, PyObject *cut) {
+    if (self->count == 0) {
+        self->first_msgid = msgid;
+        self->first_enq = enq;
+    }
+    self->count++;
+    if (cut != NULL) {
+        /* packer_prepare_cut_slot() appended a None placeholder for it, so this cannot fail. */
+        Py_ssize_t last = PyList_GET_SIZE(self->cuts) - 1;
+        PyObject *placeholder = PyList_GET_ITEM(self->cuts, last);
+        PyList_SET_ITEM(self->cuts, last, cut);
+        Py_DECREF(placeholder);
+        self->cut_at = self->len + SEGMENT_BYTES;
+    }
+}
+
+/* Appends a None placeholder to cuts for the prepared cut, so committing it later cannot fail. */
+static int packer_prepare_cut_slot(Packer *self) {
+    return PyList_Append(self->cuts, Py_None);
+}
+
+static void packer_drop_cut_slot(Packer *self) {
+    Py_ssize_t n = PyList_GET_SIZE(self->cuts);
+    /* Cannot fail: shrinking a list by one. */
+    PyList_SetSlice(self->cuts, n - 1, n, NULL);
+}
+
+static int packer_init(Packer *self, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Packer() takes no arguments");
+        return -1;
+    }
+    PyObject *cuts = PyList_New(0);
+    if (cuts == NULL) return -1;
+    Py_XSETREF(self->cuts, cuts);
+    PyMem_Free(self->buf);
+    self->buf = NULL;
+    self->len = self->cap = self->count = self->headers = 0;
+    self->first_msgid = 0;
+    self->first_enq = 0.0;
+    self->cut_at = SEGMENT_BYTES;
+    return 0;
+}
+
+static void packer_dealloc(Packer *self) {
+    PyMem_Free(self->buf);
+    Py_XDECREF(self->cuts);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Shared body of append() and append_pending(): pending == NULL for plain append. */
+static PyObject *packer_append_impl(Packer *self, PyObject *msgid_obj, PyObject *timestamp, PyObject *key,
+                                    PyObject *value, PyObject *headers, PyObject *enq_obj, PyObject *pending,
+                                    PyObject *callback, PyObject *size) {
+    Parsed m;
+    PyObject *cut = NULL, *entry = NULL;
+    int cut_failed;
+    long long msgid = PyLong_AsLongLong(msgid_obj);
+    if (msgid == -1 && PyErr_Occurred()) return NULL;
+    double enq = PyFloat_AsDouble(enq_obj);
+    if (enq == -1.0 && PyErr_Occurred()) return NULL;
+    if (self->cuts == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Packer.__init__ was not called");
+        return NULL;
+    }
+    if (parse_message(&m, timestamp, key, value, headers) < 0) return NULL;
+    if (packer_reserve(self, m.size) < 0) goto fail;
+    cut = packer_next_cut(self, &m, &cut_failed);
+    if (cut_failed) goto fail;
+    if (cut != NULL && packer_prepare_cut_slot(self) < 0) goto fail;
+    if (pending != NULL) {
+        /* The pending entry goes in before the bytes are written: if the dict insert fails, nothing
+         * was packed, and a packed message always has its entry (exactly one delivery report each). */
+        entry = PyTuple_Pack(P_LEN, key, value, headers, timestamp, callback, enq_obj, size);
+        if (entry == NULL || PyDict_SetItem(pending, msgid_obj, entry) < 0) {
+            if (cut != NULL) packer_drop_cut_slot(self);
+            goto fail;
+        }
+        PyObject_GC_UnTrack(entry);  /* see "Cycle collector" at the top */
+        Py_DECREF(entry);  /* the dict holds it now */
+    }
+    packer_write(self, &m);
+    packer_commit(self, msgid, enq, cut);  /* steals cut */
+    Py_XDECREF(m.hseq);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(entry);
+    Py_XDECREF(cut);
+    Py_XDECREF(m.hseq);
+    return NULL;
+}
+
+static PyObject *packer_append(Packer *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"msgid", "timestamp_ms", "key", "value", "headers", "enq_time", NULL};
+    PyObject *msgid, *timestamp, *key, *value, *headers, *enq;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO:append", kwlist, &msgid, &timestamp, &key, &value,
+                                     &headers, &enq))
+        return NULL;
+    return packer_append_impl(self, msgid, timestamp, key, value, headers, enq, NULL, NULL, NULL);
+}
+
+/* append_pending(msgid, timestamp_ms, key, value, headers, enq_time, pending, callback, size):
+ * the hot path of ProducerBuffers.append — positional only (vectorcall, no argument parsing cost). */
+static PyObject *packer_append_pending(Packer *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "append_pending() takes 9 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "append_pending(): pending must be a dict");
+        return NULL;
+    }
+    return packer_append_impl(self, args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7],
+                              args[8]);
+}
+
+static PyObject *packer_take(Packer *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->cuts == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Packer.__init__ was not called");
+        return NULL;
+    }
+    PyObject *frame = PyBytes_FromStringAndSize(self->buf ? self->buf : "", self->len);
+    if (frame == NULL) return NULL;
+    PyObject *cuts = PyList_New(0);
+    if (cuts == NULL) {
+        Py_DECREF(frame);
+        return NULL;
+    }
+    /* "N" steals frame: on failure Py_BuildValue releases it. */
+    PyObject *result = Py_BuildValue("(LndN)", self->first_msgid, self->count, self->first_enq, frame);
+    if (result == NULL) {
+        Py_DECREF(cuts);
+        return NULL;
+    }
+    Py_SETREF(self->cuts, cuts);  /* a caller that read .cuts before take() keeps the old list */
+    if (self->cap > KEEP_CAPACITY) {  /* do not pin a large buffer on an idle partition */
+        PyMem_Free(self->buf);
+        self->buf = NULL;
+        self->cap = 0;
+    }
+    /* first_enq is left as it is, as the Python twin does (an empty take() returns the last one). */
+    self->len = self->count = self->headers = 0;
+    self->first_msgid = 0;
+    self->cut_at = SEGMENT_BYTES;
+    return result;
+}
+
+static PyObject *packer_byte_size(Packer *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSsize_t(self->len);
+}
+
+static Py_ssize_t packer_length(Packer *self) {
+    return self->count;
+}
+
+static PyObject *packer_get_cuts(Packer *self, void *Py_UNUSED(closure)) {
+    if (self->cuts == NULL) return PyList_New(0);
+    Py_INCREF(self->cuts);
+    return self->cuts;
+}
+
+static PyMethodDef packer_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))packer_append, METH_VARARGS | METH_KEYWORDS,
+     "append(msgid, timestamp_ms, key, value, headers, enq_time): append one message."},
+    {"append_pending", (PyCFunction)(void (*)(void))packer_append_pending, METH_FASTCALL,
+     "append_pending(msgid, timestamp_ms, key, value, headers, enq_time, pending, callback, size): append "
+     "one message and set pending[msgid] = (key, value, headers, timestamp_ms, callback, enq_time, size)."},
+    {"take", (PyCFunction)packer_take, METH_NOARGS,
+     "take() -> (first_msgid, count, first_enq_time, frame); resets the packer."},
+    {"byte_size", (PyCFunction)packer_byte_size, METH_NOARGS, "Frame bytes so far."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef packer_members[] = {
+    {"count", T_PYSSIZET, offsetof(Packer, count), READONLY, "messages in the frame"},
+    {"first_msgid", T_LONGLONG, offsetof(Packer, first_msgid), READONLY, "msgid of the first message"},
+    {"nbytes", T_PYSSIZET, offsetof(Packer, len), READONLY, "frame bytes so far"},
+    {"first_enq", T_DOUBLE, offsetof(Packer, first_enq), READONLY, "enqueue time of the first message"},
+    {"headers", T_PYSSIZET, offsetof(Packer, headers), READONLY, "headers in the frame so far"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef packer_getset[] = {
+    {"cuts", (getter)packer_get_cuts, NULL, "segment boundaries [count, frame bytes, headers]", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods packer_as_sequence = {
+    .sq_length = (lenfunc)packer_length,
+};
+
+static PyTypeObject PackerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors.native._native.Packer",
+    .tp_basicsize = sizeof(Packer),
+    .tp_dealloc = (destructor)packer_dealloc,
+    .tp_as_sequence = &packer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "C twin of kqactors.core.producer.packing.PyMessagePacker (not thread-safe by itself).",
+    .tp_methods = packer_methods,
+    .tp_members = packer_members,
+    .tp_getset = packer_getset,
+    .tp_init = (initproc)packer_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ======================================================================================================
+ * Buffers: the C base of producer_buffers' native ProducerBuffers
+ * ==================================================================================================== */
+
+static int buffers_traverse(Buffers *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lock);
+    Py_VISIT(self->partitions);
+    Py_VISIT(self->ready);
+    return 0;
+}
+
+static int buffers_clear(Buffers *self) {
+    Py_CLEAR(self->lock);
+    Py_CLEAR(self->partitions);
+    Py_CLEAR(self->ready);
+    return 0;
+}
+
+static void buffers_dealloc(Buffers *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    buffers_clear(self);
+    type->tp_free((PyObject *)self);
+}
+
+/* The locked part of append(); returns 1 appended, 0 no room, -1 error. Caller holds the lock. */
+static int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, PyObject *now) {
+    PyObject *topic = args[0], *partition = args[1], *key = args[2], *value = args[3], *headers = args[4];
+    PyObject *timestamp = args[5], *callback = args[6], *size_obj = args[7];
+    if (self->partitions == NULL || self->ready == NULL || !PyDict_Check(self->partitions)) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return -1;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(size_obj);
+    if (size == -1 && PyErr_Occurred()) return -1;
+    if (!reserved) {
+        Py_ssize_t nready = PyObject_Size(self->ready);
+        if (nready < 0) return -1;
+        if ((self->max_messages && self->count + nready >= self->max_messages) ||
+            (self->nbytes + size > self->max_bytes && self->count > 0))
+            return 0;
+    }
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
+    if (tp == NULL) return -1;
+    PyObject *buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
+    Py_DECREF(tp);
+    if (buf != NULL) {
+        Py_INCREF(buf);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        /* First message to this partition: the Python side creates and registers its PartitionBuffer. */
+        PyObject *call_args[3] = {(PyObject *)self, topic, partition};
+        buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
+        if (buf == NULL) return -1;
+    }
+    int rc = -1;
+    PyObject *msgid = NULL, *next = NULL, *packer = NULL, *pending = NULL, *res = NULL;
+    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
+    if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
+    if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
+    if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
+        PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
+        goto done;
+    }
+    long long id = PyLong_AsLongLong(msgid);
+    if (id == -1 && PyErr_Occurred()) goto done;
+    if ((next = PyLong_FromLongLong(id + 1)) == NULL) goto done;
+    res = packer_append_impl((Packer *)packer, msgid, timestamp, key, value, headers, now, pending, callback,
+                             size_obj);
+    if (res == NULL) goto done;
+    /* Only a packed message uses up its msgid (the Python twin moves on before packing; a failed pack
+     * there leaves a gap). */
+    if (PyObject_SetAttr(buf, str_next_msgid, next) < 0) {
+        /* Cannot happen with PartitionBuffer's slot; the message is packed and pending, so report it. */
+        goto done;
+    }
+    if (!reserved) {
+        self->count++;
+        self->nbytes += size;
+    }
+    self->unsent++;
+    rc = 1;
+done:
+    Py_XDECREF(res);
+    Py_XDECREF(next);
+    Py_XDECREF(pending);
+    Py_XDECREF(packer);
+    Py_XDECREF(msgid);
+    Py_DECREF(buf);
+    return rc;
+}
+
+/* append(topic, partition, key, value, headers, timestamp, callback, size, reserved=False) -> bool
+ * Twin of ProducerBuffers.append (read that for the semantics). */
+PyObject *buffers_append(Buffers *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *reserved_obj = nargs == 9 ? args[8] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 9 || nargs < 8 || (nkw == 1 && PyUnicode_CompareWithASCIIString(
+                                                       PyTuple_GET_ITEM(kwnames, 0), "reserved") != 0)) {
+        PyErr_SetString(PyExc_TypeError, "append(topic, partition, key, value, headers, timestamp, callback, "
+                                         "size, reserved=False)");
+        return NULL;
+    }
+    if (nkw == 1) reserved_obj = args[nargs];
+    int reserved = 0;
+    if (reserved_obj != NULL && (reserved = PyObject_IsTrue(reserved_obj)) < 0) return NULL;
+    if (self->lock == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return NULL;
+    }
+    PyObject *now = PyObject_CallNoArgs(monotonic);
+    if (now == NULL) return NULL;
+    PyObject *lock = self->lock;
+    Py_INCREF(lock);  /* the attribute could be replaced while we hold it */
+    PyObject *res = PyObject_CallMethodNoArgs(lock, str_acquire);  /* may block, releasing the GIL */
+    if (res == NULL) {
+        Py_DECREF(lock);
+        Py_DECREF(now);
+        return NULL;
+    }
+    Py_DECREF(res);
+    int rc = buffers_append_locked(self, args, reserved, now);
+    /* Release the lock on every path; an exception from append stays the one raised. */
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    res = PyObject_CallMethodNoArgs(lock, str_release);
+    Py_DECREF(lock);
+    Py_DECREF(now);
+    if (res == NULL) {
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return NULL;
+    }
+    Py_DECREF(res);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
+}
+
+static PyMethodDef buffers_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))buffers_append, METH_FASTCALL | METH_KEYWORDS,
+     "append(topic, partition, key, value, headers, timestamp, callback, size, reserved=False) -> bool"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef buffers_members[] = {
+    {"lock", T_OBJECT_EX, offsetof(Buffers, lock), 0, "lock guarding append/take/complete"},
+    {"partitions", T_OBJECT_EX, offsetof(Buffers, partitions), 0, "(topic, partition) -> PartitionBuffer"},
+    {"ready", T_OBJECT_EX, offsetof(Buffers, ready), 0, "delivery reports waiting for poll()"},
+    {"max_messages", T_PYSSIZET, offsetof(Buffers, max_messages), 0, "queue.buffering.max.messages (0: none)"},
+    {"max_bytes", T_PYSSIZET, offsetof(Buffers, max_bytes), 0, "queue.buffering.max.kbytes in bytes"},
+    {"count", T_PYSSIZET, offsetof(Buffers, count), 0, "messages produced and not yet reported"},
+    {"nbytes", T_PYSSIZET, offsetof(Buffers, nbytes), 0, "their bytes"},
+    {"unsent", T_PYSSIZET, offsetof(Buffers, unsent), 0, "messages in packers, not yet handed over"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject BuffersType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors.native._native.Buffers",
+    .tp_basicsize = sizeof(Buffers),
+    .tp_dealloc = (destructor)buffers_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "C base of producer_buffers.NativeProducerBuffers: counters as members, append() in C.",
+    .tp_traverse = (traverseproc)buffers_traverse,
+    .tp_clear = (inquiry)buffers_clear,
+    .tp_methods = buffers_methods,
+    .tp_members = buffers_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ======================================================================================================
+ * Delivery reports
+ * ==================================================================================================== */
+
+/* complete_ok(pending, topic, partition, first, count, base_offset, default_cb, now, ready_append,
+ *             create_time_type) -> (done, freed)
+ *
+ * Twin of producer_buffers._complete_ok_py (read that for the semantics): msgids first .. first+count-1
+ * were written at base_offset onwards with no error and CreateTime. Each one still pending is popped
+ * (a missing one was reported already: skipped, so each message gets exactly one report), its size is
+ * freed, and when it has a callback (its own, else default_cb) ready_append((callback, None, Message))
+ * is called. Caller holds ProducerBuffers.lock. */
+PyObject *complete_ok(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "complete_ok() takes 10 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "complete_ok(): bind_message() was not called");
+        return NULL;
+    }
+    PyObject *pending = args[0], *topic = args[1], *partition = args[2], *default_cb = args[6];
+    PyObject *ready_append = args[8], *ts_type = args[9];
+    if (!PyDict_Check(pending)) {
+        PyErr_SetString(PyExc_TypeError, "complete_ok(): pending must be a dict");
+        return NULL;
+    }
+    long long first = PyLong_AsLongLong(args[3]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    long long count = PyLong_AsLongLong(args[4]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    long long base_offset = PyLong_AsLongLong(args[5]);
+    if (base_offset == -1 && PyErr_Occurred()) return NULL;
+    double now = PyFloat_AsDouble(args[7]);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+
+    Py_ssize_t done = 0, freed = 0;
+    for (long long msgid = first; msgid < first + count; msgid++) {
+        PyObject *key = PyLong_FromLongLong(msgid);
+        if (key == NULL) return NULL;
+        PyObject *entry = PyDict_GetItemWithError(pending, key);  /* borrowed */
+        if (entry == NULL) {
+            Py_DECREF(key);
+            if (PyErr_Occurred()) return NULL;
+            continue;  /* already reported (e.g. purged locally) */
+        }
+        Py_INCREF(entry);  /* keep it alive past its removal from the dict */
+        if (PyDict_DelItem(pending, key) < 0) {
+            Py_DECREF(entry);
+            Py_DECREF(key);
+            return NULL;
+        }
+        Py_DECREF(key);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != P_LEN) {
+            Py_DECREF(entry);
+            PyErr_SetString(PyExc_TypeError, "complete_ok(): malformed pending entry");
+            return NULL;
+        }
+        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
+        if (size == -1 && PyErr_Occurred()) {
+            Py_DECREF(entry);
+            return NULL;
+        }
+        done++;
+        freed += size;
+        /* callback = entry's callback or default_cb (Python's `or`: a falsy callback counts as none). */
+        PyObject *callback = PyTuple_GET_ITEM(entry, P_CB);
+        if (callback != Py_None) {
+            int truth = PyObject_IsTrue(callback);
+            if (truth < 0) {
+                Py_DECREF(entry);
+                return NULL;
+            }
+            if (!truth) callback = default_cb;
+        } else {
+            callback = default_cb;
+        }
+        if (callback == Py_None) {
+            Py_DECREF(entry);
+            continue;
+        }
+        double enq = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, P_ENQ));
+        if (enq == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(entry);
+            return NULL;
+        }
+        PyObject *offset = PyLong_FromLongLong(base_offset + (msgid - first));
+        PyObject *latency = PyFloat_FromDouble(now - enq);
+        PyObject *timestamp = PyTuple_Pack(2, ts_type, PyTuple_GET_ITEM(entry, P_TS));
+        PyObject *msg = NULL, *report = NULL, *res = NULL;
+        if (offset != NULL && latency != NULL && timestamp != NULL) {
+            PyObject *values[M_NSLOTS] = {
+                topic, partition, offset, PyTuple_GET_ITEM(entry, P_KEY), PyTuple_GET_ITEM(entry, P_VALUE),
+                PyTuple_GET_ITEM(entry, P_HEADERS), NULL, timestamp, latency, NULL};
+            msg = new_message(values);  /* takes its own references */
+        }
+        if (msg != NULL) report = PyTuple_Pack(3, callback, Py_None, msg);
+        if (report != NULL) {  /* untracked: see "Cycle collector" at the top */
+            PyObject_GC_UnTrack(timestamp);
+            PyObject_GC_UnTrack(msg);
+            PyObject_GC_UnTrack(report);
+            res = PyObject_CallOneArg(ready_append, report);
+        }
+        /* Every temporary is released on success and on failure alike. */
+        Py_XDECREF(offset);
+        Py_XDECREF(latency);
+        Py_XDECREF(timestamp);
+        Py_XDECREF(msg);
+        Py_XDECREF(report);
+        Py_DECREF(entry);
+        if (res == NULL) return NULL;
+        Py_DECREF(res);
+    }
+    return Py_BuildValue("(nn)", done, freed);
+}
+
+
+/* ======================================================================================================
+ * Registration
+ * ==================================================================================================== */
+
+int producer_buffers_register(PyObject *m) {
+    if (PyType_Ready(&PackerType) < 0 || PyType_Ready(&BuffersType) < 0) return -1;
+    if (StructError == NULL && (StructError = import_attr("struct", "error")) == NULL) return -1;
+    if (monotonic == NULL && (monotonic = import_attr("time", "monotonic")) == NULL) return -1;
+    if (str_acquire == NULL) {
+        if ((str_acquire = PyUnicode_InternFromString("acquire")) == NULL ||
+            (str_release = PyUnicode_InternFromString("release")) == NULL ||
+            (str_next_msgid = PyUnicode_InternFromString("next_msgid")) == NULL ||
+            (str_packer = PyUnicode_InternFromString("packer")) == NULL ||
+            (str_pending = PyUnicode_InternFromString("pending")) == NULL ||
+            (str_new_buffer = PyUnicode_InternFromString("_new_buffer")) == NULL)
+            return -1;
+    }
+    if (add_type(m, "Packer", &PackerType) < 0 || add_type(m, "Buffers", &BuffersType) < 0) return -1;
+    return 0;
+}

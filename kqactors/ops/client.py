@@ -1,0 +1,54 @@
+"""Ops every client shares: the main actor, the broker actors and the app's requests to them.
+
+Runs in: every process (names and payload shapes only; the contract is docs/producer-ops.md and
+docs/consumer-ops.md). Payloads are small msgpack-able dicts; record bytes ride as separate frames next to
+them, never inside the dict. Op types are plain strings named after librdkafka's op types where one exists,
+so they read well in logs and cost nothing to compare. Error codes in payloads are librdkafka's numbers
+(``KafkaError.<NAME>``). Shutdown is the runtime's own ``kqactors.runtime.op.TERMINATE``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# app ↔ main: cluster metadata (a request; the reply is a wire snapshot) and one topic's partition count
+METADATA = "METADATA"
+TOPIC_PARTITIONS = "TOPIC_PARTITIONS"
+# any actor → main: refresh a topic's metadata soon (a leader moved or is unknown)
+METADATA_REFRESH = "METADATA_REFRESH"
+# any → main → app: a client-level error (error_cb), possibly fatal
+ERR = "ERR"
+# main → broker/N: a partition's leadership moved to / away from this broker (the fetch loop uses these)
+PARTITION_JOIN = "PARTITION_JOIN"
+PARTITION_LEAVE = "PARTITION_LEAVE"
+# main → broker/N: start / stop / change address; broker/N → main: state changes
+BROKER_UPDATE = "BROKER_UPDATE"
+BROKER_STATE = "BROKER_STATE"
+# a request for an actor's statistics snapshot; also the assembled snapshot sent to the app
+STATS = "STATS"
+# any → broker/N: a generic request of a kind in kqactors.protocol.requests (Metadata, InitProducerId, ...)
+REQUEST = "REQUEST"
+# broker/N → requester: its one result
+RESPONSE = "RESPONSE"
+
+
+def metadata_refresh_payload(topic: str, reason: str) -> dict[str, Any]:
+    return {"topic": topic, "reason": reason}
+
+
+def topic_partitions_payload(topic: str, partition_count: int, error_code: int) -> dict[str, Any]:
+    return {"topic": topic, "partition_count": partition_count, "error_code": error_code}
+
+
+def partition_membership_payload(topic: str, partition: int, leader_epoch: int) -> dict[str, Any]:
+    """PARTITION_JOIN / PARTITION_LEAVE payload (main → broker/N)."""
+    return {"topic": topic, "partition": partition, "leader_epoch": leader_epoch}
+
+
+def err_payload(code: int, reason: str, fatal: bool = False) -> dict[str, Any]:
+    return {"code": code, "reason": reason, "fatal": fatal}
+
+
+def broker_name(node_id: int) -> str:
+    """Actor name of the broker actor for a node id (bootstrap brokers get negative ids)."""
+    return f"broker/{node_id}"

@@ -109,7 +109,7 @@ def test_unsupported_version_answer_retries_at_the_mock_clusters_advertised_vers
     v2_body = api_versions_body_v0(BROKER_APIS) + struct.pack(">i", 0)  # v1+ adds throttle_time_ms
     conn.feed(response_frame(second["corr_id"], v2_body), 0.0)
     assert conn.state == ConnState.UP
-    assert conn.api_versions[PRODUCE].max_version == 9
+    assert conn.versions.broker[PRODUCE] == (3, 9)
 
 
 def test_unsupported_version_answer_without_a_readable_range_retries_at_v0():

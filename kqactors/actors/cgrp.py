@@ -40,7 +40,7 @@ from kqactors.core.group import (
     SurfaceError,
 )
 from kqactors.core.group.commits import COORDINATOR_ERRORS
-from kqactors.core.group.requests import build_request, coordinator_from_response, offset_fetch_partitions
+from kqactors.core.group.requests import coordinator_from_response, offset_fetch_partitions
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, TopicPartition
 from kqactors.ops import client as ops
@@ -61,7 +61,7 @@ from kqactors.ops.group import (
     partitions_to_wire,
 )
 from kqactors.protocol.api import api_info
-from kqactors.protocol.requests import REQUEST_KINDS, RequestKind, register_request_kind
+from kqactors.protocol.requests import group_request_kind
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
@@ -78,43 +78,8 @@ def coordinator_link_name(node_id: int) -> str:
     return f"cgrp-coord/{node_id}"
 
 
-# ---- request kinds: one per group API, encoded by kqactors.core.group.requests at the negotiated version ---------
-# The body travels back raw (bytes + version) and is decoded by the cgrp actor, so the state machine sees the
-# generated response classes. Max versions: librdkafka's (the mock cluster's
-# flexible JoinGroup/SyncGroup/LeaveGroup handlers drop the connection; static membership needs only these).
-GROUP_APIS = {"FindCoordinator": 2, "JoinGroup": 5, "SyncGroup": 3, "Heartbeat": 3, "LeaveGroup": 1,
-              "OffsetCommit": 7, "OffsetFetch": 7}
-# group.protocol=consumer (KIP-848): ConsumerGroupHeartbeat v1 only, as librdkafka (v1 = client-generated member
-# id + regex), and OffsetCommit up to v9 (a broker refuses commits below v9 from members of a consumer-protocol
-# group); its other requests are the classic kinds above. api -> (kind name, min version, max version).
-CONSUMER_PROTOCOL_KINDS = {"ConsumerGroupHeartbeat": ("cgrp:ConsumerGroupHeartbeat", 1, 1),
-                           "OffsetCommit": ("cgrp848:OffsetCommit", 0, 9)}
-
-
-def group_request_kind(api: str, consumer_protocol: bool = False) -> str:
-    if consumer_protocol and api in CONSUMER_PROTOCOL_KINDS:
-        return CONSUMER_PROTOCOL_KINDS[api][0]
-    return f"cgrp:{api}"
-
-
-def _make_kind(api: str, name: str, min_version: int, max_version: int) -> RequestKind:
-    info = api_info(api)
-
-    def encode(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
-        return [build_request(api, args, version).encode(version)]
-
-    def decode(version: int, body: bytes) -> dict[str, Any]:
-        return {"version": version, "body": bytes(body)}
-
-    return RequestKind(name, info.key, min_version, max_version, info.first_flexible, encode, decode)
-
-
-for _api, _max in GROUP_APIS.items():
-    if group_request_kind(_api) not in REQUEST_KINDS:
-        register_request_kind(_make_kind(_api, group_request_kind(_api), 0, _max))
-for _api, (_name, _min, _max) in CONSUMER_PROTOCOL_KINDS.items():
-    if _name not in REQUEST_KINDS:
-        register_request_kind(_make_kind(_api, _name, _min, _max))
+# Request kinds: one per group API (``cgrp:<Api>``, ``cgrp848:OffsetCommit``), in kqactors.protocol.requests'
+# table with their version ranges; encoded by kqactors.core.group.requests at the negotiated version.
 
 
 def _now_ms() -> float:

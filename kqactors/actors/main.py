@@ -15,11 +15,10 @@ import time
 from typing import Any
 
 from kqactors.actors.stats_collector import StatsCollector
-from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshScheduler
+from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshScheduler, snapshot_from_wire
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import producer as pops
-from kqactors.protocol.requests import snapshot_from_wire
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
@@ -88,6 +87,7 @@ class MainActor(Actor):
     """The `main` actor. `config` uses librdkafka property names; `app` is where app-bound ops go."""
 
     KIND = "producer"  # the client type its statistics report
+    BROKER_ARGS: dict[str, Any] = {}  # extra spawn args of its broker actors (a consumer's fetch)
 
     def __init__(self, ctx: ActorContext, config: dict[str, Any] | None = None, app: str = "app",
                  broker_factory: str = BROKER_FACTORY) -> None:
@@ -163,7 +163,7 @@ class MainActor(Actor):
         handle = BrokerHandle(node_id, name, host, port, bootstrap)
         self.brokers[node_id] = handle
         args = {"node_id": node_id, "host": host, "port": port, "config": self._broker_config(),
-                "owner": self.ctx.name}
+                "owner": self.ctx.name, **self.BROKER_ARGS}
         self.ctx.spawn(name, self.broker_factory, args)  # published to every host before it starts
 
     def _remove_broker(self, node_id: int) -> None:

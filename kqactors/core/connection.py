@@ -1,9 +1,14 @@
 """Runs in: the main host, inside each broker/N actor. Owns one broker connection's protocol state, socket-free.
 
-The broker actor feeds this class events (connected, bytes received, bytes written, clock ticks, disconnect)
-and asks it what to write next and which requests completed. Nothing here touches a socket or a clock, so the
-whole state machine — framing, correlation ids, the in-flight limit, timeouts, the ApiVersions handshake and
-reconnect backoff — is unit-tested without a broker.
+The broker actor feeds this class events (connected, transport handshake done, bytes received, bytes written,
+clock ticks, disconnect) and asks it what to write next and which requests completed. Nothing here touches a
+socket or a clock, so the whole state machine — framing, correlation ids, the in-flight limit, timeouts, the
+pre-UP handshake steps and reconnect backoff — is unit-tested without a broker.
+
+Before UP a connection runs its handshake: CONNECT → (SSL_HANDSHAKE, while the transport negotiates TLS) →
+APIVERSION_QUERY → the steps of a pluggable ``Authenticator`` (each a ``HandshakeStep`` exchanging requests on
+this connection in its own state, e.g. AUTH_HANDSHAKE then AUTH_REQ for SASL) → UP. Versions are negotiated
+by ``kqactors.protocol.api.negotiate`` against the ranges of ``kqactors.protocol.requests``' table.
 """
 
 from __future__ import annotations
@@ -14,26 +19,72 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 from kqactors.core.stats import ConnectionCounters
 from kqactors.errors import KafkaError
-from kqactors.protocol.api import API_VERSIONS_KEY, api_name, decode_response_header, encode_request_header
+from kqactors.protocol.api import (
+    NegotiatedVersions,
+    api_name,
+    decode_response_header,
+    encode_request_header,
+    negotiate,
+)
 from kqactors.protocol.errors import ProtocolError
-from kqactors.protocol.handshake import api_versions_request, read_api_versions
+from kqactors.protocol.requests import API_VERSIONS, CLIENT_RANGES, RequestKind
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_SIZE = 1 << 30
 
 
 class ConnState(IntEnum):
-    """Connection states, named after librdkafka's broker states."""
+    """Connection states, named after librdkafka's broker states (values kept stable for the first five)."""
 
     INIT = 0
     CONNECT = 1
     APIVERSION_QUERY = 2
     UP = 3
     DOWN = 4
+    SSL_HANDSHAKE = 5   # TCP is up, the transport negotiates TLS (driven by the actor's transport)
+    AUTH_HANDSHAKE = 6  # an authentication step's first exchange (SASL: SaslHandshake)
+    AUTH_REQ = 7        # an authentication step's exchanges (SASL: SaslAuthenticate rounds)
+
+
+SETUP_STATES = frozenset({ConnState.CONNECT, ConnState.SSL_HANDSHAKE})
+"""States bounded by socket.connection.setup.timeout.ms (later ones are bounded by their requests' timeouts)."""
+
+
+class HandshakeError(ConnectionError):
+    """A handshake step failed for good (e.g. authentication refused): the connection goes down with
+    ``error_code`` (default _AUTHENTICATION) instead of _TRANSPORT."""
+
+    def __init__(self, reason: str, error_code: int = KafkaError._AUTHENTICATION) -> None:
+        super().__init__(reason)
+        self.error_code = error_code
+
+
+StepRequest = tuple[int, int, list[Any]]
+"""(api key, version, body buffers) a handshake step wants sent."""
+
+
+class HandshakeStep(Protocol):
+    """One pre-UP step after ApiVersions, run on the connection in ``state``. ``start`` returns the first request
+    (or None: nothing to do, the step is skipped); each response goes to ``on_response``, which returns the next
+    request or None when the step is done. Raise HandshakeError (or ConnectionError) to fail the connection."""
+
+    name: str
+    state: ConnState
+
+    def start(self, versions: NegotiatedVersions) -> StepRequest | None: ...
+
+    def on_response(self, versions: NegotiatedVersions, api_key: int, version: int,
+                    body: bytes) -> StepRequest | None: ...
+
+
+class Authenticator(Protocol):
+    """Supplies the handshake steps of one connection attempt (fresh objects each time: steps keep state)."""
+
+    def steps(self) -> list[HandshakeStep]: ...
 
 
 @dataclass(eq=False)
@@ -72,12 +123,6 @@ class Completion:
     reason: str = ""
 
 
-@dataclass
-class ApiVersionRange:
-    min_version: int
-    max_version: int
-
-
 class ReconnectBackoff:
     """Exponential reconnect backoff with -25%..+50% jitter, reset after a quiet period (librdkafka's rule:
     if the last attempt was longer than reconnect.backoff.max.ms ago, start again from reconnect.backoff.ms)."""
@@ -114,7 +159,9 @@ class Connection:
 
     def __init__(self, client_id: str | None = "kqactors", max_in_flight: int = 1000000,
                  api_version_timeout_ms: int = 10000, connect_timeout_ms: int = 30000,
-                 api_versions_max: int = 3) -> None:
+                 api_versions_max: int = API_VERSIONS.max_version,
+                 client_versions: dict[int, tuple[int, int]] | None = None,
+                 authenticator: Authenticator | None = None, tls: bool = False) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self.client_id = client_id
@@ -122,8 +169,13 @@ class Connection:
         self.api_version_timeout_ms = api_version_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.api_versions_max = api_versions_max
+        self.client_versions = CLIENT_RANGES if client_versions is None else client_versions
+        self.authenticator = authenticator
+        self.tls = tls
         self.state = ConnState.INIT
-        self.api_versions: dict[int, ApiVersionRange] = {}
+        #: what ApiVersions negotiated (the broker's ranges are in ``versions.broker``)
+        self.versions = NegotiatedVersions({}, {})
+        self._steps: deque[HandshakeStep] = deque()
         self.waiting: deque[Request] = deque()
         self.in_flight: dict[int, Request] = {}
         self.unknown_responses = 0
@@ -145,11 +197,20 @@ class Connection:
         self._connect_deadline = now + self.connect_timeout_ms / 1000
 
     def on_connected(self, now: float) -> None:
-        """TCP is up: query ApiVersions before anything else goes out."""
+        """TCP is up: with TLS the transport handshakes first (SSL_HANDSHAKE until on_tls_ready), else
+        ApiVersions is queried before anything else goes out."""
         if self.state != ConnState.CONNECT:
             raise RuntimeError(f"on_connected in state {self.state.name}")
-        self.state = ConnState.APIVERSION_QUERY
-        self._send_api_versions(self.api_versions_max, now)
+        if self.tls:
+            self.state = ConnState.SSL_HANDSHAKE
+            return
+        self._query_api_versions(now)
+
+    def on_tls_ready(self, now: float) -> None:
+        """The transport finished its TLS handshake."""
+        if self.state != ConnState.SSL_HANDSHAKE:
+            raise RuntimeError(f"on_tls_ready in state {self.state.name}")
+        self._query_api_versions(now)
 
     def enqueue(self, request: Request, now: float) -> None:
         """Queue a request; it goes out when the connection is UP and the in-flight window has room."""
@@ -172,6 +233,7 @@ class Connection:
         self.waiting.clear()
         self._out.clear()
         self._rx.clear()
+        self._steps.clear()
         return failed
 
     # ---- output ----------------------------------------------------------------------------------------
@@ -252,7 +314,8 @@ class Connection:
             raise ConnectionError(f"bad response header for corr id {corr_id}: {exc}") from exc
         body = bytes(frame[offset:])
         if req.handshake:
-            return self._on_api_versions(req, body, now)
+            self._on_handshake_response(req, body, now)
+            return None
         return Completion(req, KafkaError.NO_ERROR, body)
 
     # ---- timeouts --------------------------------------------------------------------------------------
@@ -261,7 +324,7 @@ class Connection:
         """Earliest time at which check_timeouts has something to do."""
         deadlines = [req.deadline for req in self.in_flight.values()]
         deadlines += [req.deadline for req in self.waiting]
-        if self.state == ConnState.CONNECT:
+        if self.state in SETUP_STATES:
             deadlines.append(self._connect_deadline)
         return min(deadlines) if deadlines else None
 
@@ -271,7 +334,7 @@ class Connection:
         calls on_disconnect, which fails the rest with _TRANSPORT."""
         done: list[Completion] = []
         must_disconnect = False
-        if self.state == ConnState.CONNECT and now >= self._connect_deadline:
+        if self.state in SETUP_STATES and now >= self._connect_deadline:
             self.last_error = "connection setup timed out"
             must_disconnect = True
         for corr_id, req in list(self.in_flight.items()):
@@ -279,7 +342,7 @@ class Connection:
                 del self.in_flight[corr_id]
                 self.counters.req_timeouts += 1
                 if req.handshake:
-                    self.last_error = f"ApiVersions request timed out after {req.timeout_ms} ms"
+                    self.last_error = f"{req.context} request timed out after {req.timeout_ms} ms"
                 else:
                     self.last_error = f"request timed out after {req.timeout_ms} ms in flight"
                     done.append(Completion(req, KafkaError._TIMED_OUT, None, self.last_error))
@@ -299,39 +362,75 @@ class Connection:
     # ---- versions --------------------------------------------------------------------------------------
 
     def pick_version(self, api_key: int, client_min: int, client_max: int) -> int | None:
-        """Highest version both sides support, or None."""
-        broker = self.api_versions.get(api_key)
-        if broker is None:
-            return None
-        high = min(client_max, broker.max_version)
-        low = max(client_min, broker.min_version)
-        return high if high >= low else None
+        """Highest version in client_min..client_max the broker offers, or None (protocol.api's rule)."""
+        return self.versions.pick(api_key, client_min, client_max)
 
-    # ---- internals -------------------------------------------------------------------------------------
+    def version_for(self, kind: RequestKind) -> int | None:
+        """The version to send ``kind`` at on this connection, or None when the broker offers none in range."""
+        return self.versions.pick(kind.api_key, kind.min_version, kind.max_version)
+
+    # ---- handshake -------------------------------------------------------------------------------------
+
+    def _query_api_versions(self, now: float) -> None:
+        self.state = ConnState.APIVERSION_QUERY
+        self._send_api_versions(self.api_versions_max, now)
 
     def _send_api_versions(self, version: int, now: float) -> None:
-        req = Request(API_VERSIONS_KEY, version, [api_versions_request().encode(version)],
-                      flexible=version >= 3, timeout_ms=self.api_version_timeout_ms, handshake=True)
+        self._send_handshake(API_VERSIONS.api_key, version, API_VERSIONS.encode(version, {}, []), "ApiVersions",
+                             self.api_version_timeout_ms, now)
+
+    def _send_handshake(self, api_key: int, version: int, body: list[Any], name: str, timeout_ms: int,
+                        now: float) -> None:
+        req = Request(api_key, version, body, timeout_ms=timeout_ms, context=name, handshake=True)
         req.enqueued_at = now
         req.deadline = now + req.timeout_ms / 1000
         self._transmit(req, now)
 
-    def _on_api_versions(self, req: Request, body: bytes, now: float) -> Completion | None:
+    def _on_handshake_response(self, req: Request, body: bytes, now: float) -> None:
+        if self.state == ConnState.APIVERSION_QUERY:
+            self._on_api_versions(req, body, now)
+            return
+        step = self._steps[0]
+        following = step.on_response(self.versions, req.api_key, req.api_version, body)
+        if following is not None:
+            self._send_step_request(step, following, now)
+        else:
+            self._steps.popleft()
+            self._next_step(now)
+
+    def _on_api_versions(self, req: Request, body: bytes, now: float) -> None:
         try:
-            answer = read_api_versions(body, 0, req.api_version)
+            answer = API_VERSIONS.decode(req.api_version, body)
         except ProtocolError as exc:
             raise ConnectionError(f"malformed ApiVersions response: {exc}") from exc
         if answer.retry_version is not None:
             self._send_api_versions(answer.retry_version, now)
-            return None
+            return
         if answer.response is None:
             raise ConnectionError(f"ApiVersions failed with broker error {answer.error_code}")
         if not answer.response.api_keys:
             raise ConnectionError("ApiVersions response lists no APIs")
-        self.api_versions = {entry.api_key: ApiVersionRange(entry.min_version, entry.max_version)
-                             for entry in answer.response.api_keys}
+        self.versions = negotiate(answer.response, self.client_versions)
+        self._steps = deque(self.authenticator.steps() if self.authenticator is not None else ())
+        self._next_step(now)
+
+    def _next_step(self, now: float) -> None:
+        """Start the next handshake step that has something to send; UP when none is left."""
+        while self._steps:
+            step = self._steps[0]
+            first = step.start(self.versions)
+            if first is not None:
+                self._send_step_request(step, first, now)
+                return
+            self._steps.popleft()
         self.state = ConnState.UP
-        return None
+
+    def _send_step_request(self, step: HandshakeStep, request: StepRequest, now: float) -> None:
+        self.state = step.state
+        api_key, version, body = request
+        self._send_handshake(api_key, version, body, step.name, self.api_version_timeout_ms, now)
+
+    # ---- internals -------------------------------------------------------------------------------------
 
     def _pump(self, now: float) -> None:
         if self.state != ConnState.UP:

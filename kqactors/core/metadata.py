@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kqactors.errors import KafkaError
 
@@ -55,6 +56,27 @@ class MetadataSnapshot:
     topics: list[TopicInfo]
     controller_id: int = -1
     cluster_id: str | None = None
+
+
+def snapshot_to_wire(snapshot: MetadataSnapshot) -> dict[str, Any]:
+    """Plain lists so a snapshot crosses processes in msgpack (the shape the Metadata request kind returns)."""
+    return {
+        "brokers": [[b.node_id, b.host, b.port, b.rack] for b in snapshot.brokers],
+        "controller_id": snapshot.controller_id,
+        "cluster_id": snapshot.cluster_id,
+        "topics": [[t.name, t.error_code, t.topic_id,
+                    [[p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, p.error_code]
+                     for p in t.partitions.values()]] for t in snapshot.topics],
+    }
+
+
+def snapshot_from_wire(data: dict[str, Any]) -> MetadataSnapshot:
+    """A snapshot from the Metadata request kind's result (or ``snapshot_to_wire``)."""
+    brokers = [BrokerInfo(node_id, host, port, rack) for node_id, host, port, rack in data["brokers"]]
+    topics = [TopicInfo(name, error, {p[0]: PartitionInfo(p[0], p[1], p[2], list(p[3]), list(p[4]), p[5])
+                                      for p in parts}, topic_id)
+              for name, error, topic_id, parts in data["topics"]]
+    return MetadataSnapshot(brokers, topics, data.get("controller_id", -1), data.get("cluster_id"))
 
 
 @dataclass(frozen=True)

@@ -193,12 +193,16 @@ class NegotiatedVersions(dict):
     """{api key: version to use} for every API both sides support.
 
     ``unsupported`` maps each client API the broker cannot serve to a reason; ``version_for`` raises a
-    KafkaException(UNSUPPORTED_VERSION) for those, so callers cannot silently pick a bad version.
+    KafkaException(UNSUPPORTED_VERSION) for those, so callers cannot silently pick a bad version. ``broker``
+    keeps the broker's own ranges, so ``pick`` can answer for a narrower client range (two request kinds may
+    share an API with different ranges, e.g. OffsetCommit for the classic and the KIP-848 group).
     """
 
-    def __init__(self, versions: dict[int, int], unsupported: dict[int, str]) -> None:
+    def __init__(self, versions: dict[int, int], unsupported: dict[int, str],
+                 broker: dict[int, tuple[int, int]] | None = None) -> None:
         super().__init__(versions)
         self.unsupported = unsupported
+        self.broker = broker or {}
 
     def version_for(self, api: int | str) -> int:
         key = API_KEYS.get(api, -1) if isinstance(api, str) else api
@@ -209,8 +213,20 @@ class NegotiatedVersions(dict):
                                           code=KafkaError.UNSUPPORTED_VERSION)
         return version
 
+    def pick(self, api_key: int, client_min: int, client_max: int) -> int | None:
+        """Highest version in ``client_min..client_max`` the broker offers for ``api_key``, or None."""
+        broker = self.broker.get(api_key)
+        return None if broker is None else common_version(client_min, client_max, broker[0], broker[1])
 
-def _broker_ranges(broker_api_versions: Any) -> dict[int, tuple[int, int]]:
+
+def common_version(client_min: int, client_max: int, broker_min: int, broker_max: int) -> int | None:
+    """The one negotiation rule: the highest version inside both ranges, or None when they do not meet."""
+    version = min(client_max, broker_max)
+    return version if version >= max(client_min, broker_min) else None
+
+
+def broker_ranges(broker_api_versions: Any) -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} from an ApiVersionsResponse, its ApiVersion entries, tuples or a dict."""
     if isinstance(broker_api_versions, dict):
         return {int(k): (int(v[0]), int(v[1])) for k, v in broker_api_versions.items()}
     entries = getattr(broker_api_versions, "api_keys", broker_api_versions)
@@ -230,10 +246,11 @@ def negotiate(broker_api_versions: Any,
 
     ``broker_api_versions`` may be an ApiVersionsResponse, a list of its ApiVersion entries or
     ``(key, min, max)`` tuples, or a ``{key: (min, max)}`` dict. ``client_versions`` defaults to
-    CLIENT_VERSIONS and can be used to cap versions.
+    CLIENT_VERSIONS (every version in the specs); broker connections pass the ranges of the request table
+    (``kqactors.protocol.requests.client_versions()``).
     """
     client = CLIENT_VERSIONS if client_versions is None else client_versions
-    broker = _broker_ranges(broker_api_versions)
+    broker = broker_ranges(broker_api_versions)
     chosen: dict[int, int] = {}
     unsupported: dict[int, str] = {}
     for key, (client_min, client_max) in client.items():
@@ -241,10 +258,10 @@ def negotiate(broker_api_versions: Any,
             unsupported[key] = "not offered by the broker"
             continue
         broker_min, broker_max = broker[key]
-        version = min(client_max, broker_max)
-        if version < max(client_min, broker_min):
+        version = common_version(client_min, client_max, broker_min, broker_max)
+        if version is None:
             unsupported[key] = (f"no common version (client {client_min}-{client_max}, "
                                 f"broker {broker_min}-{broker_max})")
             continue
         chosen[key] = version
-    return NegotiatedVersions(chosen, unsupported)
+    return NegotiatedVersions(chosen, unsupported, broker)

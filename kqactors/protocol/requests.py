@@ -1,19 +1,33 @@
-"""Runs in: the main host, inside broker/N actors. Owns the request kinds a broker actor can send — how each
-builds its request body at the negotiated version and turns the response into a msgpack-able result — and
-the Produce request assembly from pre-encoded record batches of many partitions.
+"""Runs in: the main host, inside broker/N actors (and wherever a request kind's range is looked up). Owns the
+one table of every request kind this client sends — its name, API, the versions the client speaks, how its
+body is encoded at the negotiated version and how its response body is decoded — and the Produce codec that
+splices pre-encoded record batches by reference.
 
-Request kinds are pluggable: `register_request_kind` adds one (the consumer adds Fetch, ListOffsets, ...),
-and any actor can then send broker/N a `REQUEST` op naming it.
+The table is complete when this module is imported: nothing registers kinds later. ``remote`` kinds may be
+named in ``REQUEST`` ops by any actor (their args and results are msgpack-able); the others (ApiVersions,
+Produce, Fetch) are sent by the broker actor's own parts and take/return Python objects. Group kinds encode
+through ``kqactors.core.group.requests`` (the group translation), referenced by module name and imported on
+first use, so ``protocol/`` imports nothing from ``core/`` or ``actors/``. Version negotiation itself is
+``kqactors.protocol.api.negotiate``; ``client_versions()`` gives it this table's ranges.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kqactors.core.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
+from kqactors.protocol.api import API_KEYS
+from kqactors.protocol.generated import API_TABLE
+from kqactors.protocol.generated.fetch import FetchResponse
 from kqactors.protocol.generated.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kqactors.protocol.generated.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
 from kqactors.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from kqactors.protocol.generated.produce import (
     PartitionProduceData,
@@ -21,10 +35,13 @@ from kqactors.protocol.generated.produce import (
     ProduceResponse,
     TopicProduceData,
 )
+from kqactors.protocol.handshake import api_versions_request, read_api_versions
 
-PRODUCE_KEY = ProduceRequest.API_KEY
-PRODUCE_VERSIONS = (3, 10)  # v3: RecordBatch v2 (magic 2); v11+ only adds KIP-951 leader hints we ignore
 MAX_PRODUCE_REQUEST_BYTES = 32 * 1024 * 1024
+
+# ListOffsets special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 
 
 @dataclass(frozen=True)
@@ -32,7 +49,8 @@ class RequestKind:
     """One kind of request: its API, the versions this client speaks, and encode/decode of the body.
 
     `encode(version, args, frames)` returns the body as a list of buffers (frames may be spliced in by
-    reference); `decode(version, body)` returns a msgpack-able result (raise ValueError on a bad body)."""
+    reference); `decode(version, body)` returns the result (raise ValueError on a bad body) — msgpack-able
+    for `remote` kinds."""
 
     name: str
     api_key: int
@@ -40,25 +58,27 @@ class RequestKind:
     max_version: int
     flexible_from: int | None
     encode: Callable[[int, dict[str, Any], list[Any]], list[Any]]
-    decode: Callable[[int, bytes], dict[str, Any]]
+    decode: Callable[[int, bytes], Any]
+    remote: bool = True
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible_from is not None and version >= self.flexible_from
 
 
-REQUEST_KINDS: dict[str, RequestKind] = {}
+def _kind(name: str, api: str, min_version: int, max_version: int, encode: Callable, decode: Callable,
+          remote: bool = True) -> RequestKind:
+    key = API_KEYS[api]
+    return RequestKind(name, key, min_version, max_version, API_TABLE[key][5], encode, decode, remote)
 
 
-def register_request_kind(kind: RequestKind) -> None:
-    """Make `kind` available to every broker actor of this process (by name, in REQUEST ops)."""
-    if kind.name in REQUEST_KINDS and REQUEST_KINDS[kind.name] is not kind:
-        raise ValueError(f"request kind {kind.name!r} is already registered")
-    REQUEST_KINDS[kind.name] = kind
+# ---- ApiVersions (the connection's own handshake) ---------------------------------------------------------
+
+def _encode_api_versions(version: int, _args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    return [api_versions_request().encode(version)]
 
 
-def _flexible_from(message_class: Any) -> int | None:
-    span = message_class.FLEXIBLE_VERSIONS
-    return span[0] if span else None
+def _decode_api_versions(version: int, body: bytes) -> Any:
+    return read_api_versions(body, 0, version)
 
 
 # ---- Metadata ---------------------------------------------------------------------------------------------
@@ -72,44 +92,20 @@ def _encode_metadata(version: int, args: dict[str, Any], _frames: list[Any]) -> 
     return [request.encode(version)]
 
 
-def metadata_snapshot_from_response(response: MetadataResponse) -> MetadataSnapshot:
-    brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
-    topics = []
-    for topic in response.topics:
-        if topic.name is None:
-            continue
-        partitions = {
-            p.partition_index: PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch,
-                                             list(p.replica_nodes), list(p.isr_nodes), p.error_code)
-            for p in topic.partitions
-        }
-        topic_id = bytes(topic.topic_id) if topic.topic_id is not None else None
-        topics.append(TopicInfo(topic.name, topic.error_code, partitions, topic_id))
-    return MetadataSnapshot(brokers, topics, response.controller_id, response.cluster_id)
-
-
-def snapshot_to_wire(snapshot: MetadataSnapshot) -> dict[str, Any]:
-    """Plain lists so a snapshot crosses processes in msgpack."""
-    return {
-        "brokers": [[b.node_id, b.host, b.port, b.rack] for b in snapshot.brokers],
-        "controller_id": snapshot.controller_id,
-        "cluster_id": snapshot.cluster_id,
-        "topics": [[t.name, t.error_code, t.topic_id,
-                    [[p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, p.error_code]
-                     for p in t.partitions.values()]] for t in snapshot.topics],
-    }
-
-
-def snapshot_from_wire(data: dict[str, Any]) -> MetadataSnapshot:
-    brokers = [BrokerInfo(node_id, host, port, rack) for node_id, host, port, rack in data["brokers"]]
-    topics = [TopicInfo(name, error, {p[0]: PartitionInfo(p[0], p[1], p[2], list(p[3]), list(p[4]), p[5])
-                                      for p in parts}, topic_id)
-              for name, error, topic_id, parts in data["topics"]]
-    return MetadataSnapshot(brokers, topics, data.get("controller_id", -1), data.get("cluster_id"))
-
-
 def _decode_metadata(version: int, body: bytes) -> dict[str, Any]:
-    return snapshot_to_wire(metadata_snapshot_from_response(MetadataResponse.decode(body, version)))
+    """The response as plain lists (the wire form ``kqactors.core.metadata.snapshot_from_wire`` reads):
+    {"brokers": [[node, host, port, rack]], "controller_id", "cluster_id",
+     "topics": [[name, error, topic_id, [[partition, leader, epoch, replicas, isr, error]]]]}."""
+    response = MetadataResponse.decode(body, version)
+    return {
+        "brokers": [[b.node_id, b.host, b.port, b.rack] for b in response.brokers],
+        "controller_id": response.controller_id,
+        "cluster_id": response.cluster_id,
+        "topics": [[t.name, t.error_code, bytes(t.topic_id) if t.topic_id is not None else None,
+                    [[p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes),
+                      p.error_code] for p in t.partitions]]
+                   for t in response.topics if t.name is not None],
+    }
 
 
 # ---- InitProducerId ---------------------------------------------------------------------------------------
@@ -130,57 +126,11 @@ def _decode_init_pid(version: int, body: bytes) -> dict[str, Any]:
             "producer_epoch": response.producer_epoch, "throttle_time_ms": response.throttle_time_ms}
 
 
-register_request_kind(RequestKind("Metadata", MetadataRequest.API_KEY, 1, 12, _flexible_from(MetadataRequest),
-                                  _encode_metadata, _decode_metadata))
-register_request_kind(RequestKind("InitProducerId", InitProducerIdRequest.API_KEY, 0, 4,
-                                  _flexible_from(InitProducerIdRequest), _encode_init_pid, _decode_init_pid))
-
-
 # ---- Produce ----------------------------------------------------------------------------------------------
 
-@dataclass(eq=False)
-class XmitEntry:
-    """One XMIT waiting for its one XMIT_RESULT: a pre-encoded batch for one partition."""
-
-    sender: str
-    topic: str
-    partition: int
-    batch_id: int
-    toppar_version: int
-    acks: int
-    timeout_ms: int
-    batch: Any
-    received_at: float
-    deadline_ms: int | None = None  # wall clock (ms) of the first message's message.timeout.ms
-
-
-def collate_produce(entries: list[XmitEntry], max_bytes: int = MAX_PRODUCE_REQUEST_BYTES
-                    ) -> tuple[list[XmitEntry], list[XmitEntry]]:
-    """Take the entries for one Produce request: same acks/timeout as the first, one batch per partition
-    (brokers accept a single v2 batch per partition), bounded size. Returns (taken, left over), both in
-    the original order so a partition's batches keep their order across requests."""
-    if not entries:
-        return [], []
-    first = entries[0]
-    taken: list[XmitEntry] = []
-    rest: list[XmitEntry] = []
-    seen: set[tuple[str, int]] = set()
-    size = 0
-    for entry in entries:
-        key = (entry.topic, entry.partition)
-        fits = not taken or size + len(entry.batch) <= max_bytes
-        if (entry.acks, entry.timeout_ms) == (first.acks, first.timeout_ms) and key not in seen and fits:
-            taken.append(entry)
-            seen.add(key)
-            size += len(entry.batch)
-        else:
-            seen.add(key)  # a later batch of this partition must not overtake this one
-            rest.append(entry)
-    return taken, rest
-
-
-def encode_produce(version: int, entries: list[XmitEntry], transactional_id: str | None = None) -> list[Any]:
-    """ProduceRequest body with each batch spliced in by reference (never re-encoded)."""
+def encode_produce(version: int, entries: list[Any], transactional_id: str | None = None) -> list[Any]:
+    """ProduceRequest body with each batch spliced in by reference (never re-encoded). ``entries`` have
+    ``topic``, ``partition``, ``batch``, ``acks`` and ``timeout_ms`` (the first one's acks/timeout apply)."""
     by_topic: dict[str, list[PartitionProduceData]] = {}
     for entry in entries:
         by_topic.setdefault(entry.topic, []).append(PartitionProduceData(index=entry.partition,
@@ -209,4 +159,130 @@ def decode_produce(version: int, body: bytes) -> dict[tuple[str, int], dict[str,
     return results
 
 
-PRODUCE_FLEXIBLE_FROM = _flexible_from(ProduceRequest)
+def _encode_produce_kind(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    """args: {"entries": [XMIT entries], "transactional_id": str | None}."""
+    return encode_produce(version, args["entries"], args.get("transactional_id"))
+
+
+# ---- Fetch ------------------------------------------------------------------------------------------------
+
+def _encode_fetch(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    """args: {"request": FetchRequest} built by the fetch planner (version-independent fields)."""
+    return [args["request"].encode(version)]
+
+
+def _decode_fetch(version: int, body: bytes) -> FetchResponse:
+    return FetchResponse.decode(body, version)
+
+
+# ---- ListOffsets ------------------------------------------------------------------------------------------
+
+def _encode_list_offsets(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    """args: {isolation_level, topics: [[topic, [[partition, timestamp, leader_epoch], ...]], ...]}"""
+    topics = [ListOffsetsTopic(name=name, partitions=[
+        ListOffsetsPartition(partition_index=int(p), timestamp=int(ts), current_leader_epoch=int(epoch))
+        for p, ts, epoch in parts]) for name, parts in args["topics"]]
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=int(args.get("isolation_level", 0)),
+                                 topics=topics, timeout_ms=int(args.get("timeout_ms", 30000)))
+    return [request.encode(version)]
+
+
+def _decode_list_offsets(version: int, body: bytes) -> dict[str, Any]:
+    """{"partitions": [[topic, partition, error_code, offset, timestamp, leader_epoch], ...]}"""
+    response = ListOffsetsResponse.decode(body, version)
+    rows = []
+    for topic in response.topics:
+        for part in topic.partitions:
+            offset = part.offset
+            if version == 0:
+                offset = part.old_style_offsets[0] if part.old_style_offsets else -1
+            rows.append([topic.name, part.partition_index, part.error_code, offset, part.timestamp,
+                         part.leader_epoch])
+    return {"partitions": rows}
+
+
+def list_offsets_args(rows: list[tuple[str, int, int]], read_committed: bool) -> dict[str, Any]:
+    """REQUEST args for ListOffsets of (topic, partition, timestamp) rows (timestamp -1 latest, -2 earliest)."""
+    by_topic: dict[str, list[list[int]]] = {}
+    for topic, partition, timestamp in rows:
+        by_topic.setdefault(topic, []).append([partition, timestamp, -1])
+    return {"isolation_level": 1 if read_committed else 0, "topics": [[t, p] for t, p in by_topic.items()]}
+
+
+# ---- consumer group -----------------------------------------------------------------------------------------
+# The body travels back raw (bytes + version) and is decoded by the cgrp actor, so the state machine sees the
+# generated response classes. Max versions: librdkafka's (the mock cluster's flexible JoinGroup/SyncGroup/
+# LeaveGroup handlers drop the connection; static membership needs only these).
+
+GROUP_TRANSLATION = "kqactors.core.group.requests"
+"""Module whose ``build_request(api, fields, version)`` turns the group state machine's fields into a request."""
+
+GROUP_APIS = {"FindCoordinator": 2, "JoinGroup": 5, "SyncGroup": 3, "Heartbeat": 3, "LeaveGroup": 1,
+              "OffsetCommit": 7, "OffsetFetch": 7}
+# group.protocol=consumer (KIP-848): ConsumerGroupHeartbeat v1 only, as librdkafka (v1 = client-generated member
+# id + regex), and OffsetCommit up to v9 (a broker refuses commits below v9 from members of a consumer-protocol
+# group); its other requests are the classic kinds above. api -> (kind name, min version, max version).
+CONSUMER_PROTOCOL_KINDS = {"ConsumerGroupHeartbeat": ("cgrp:ConsumerGroupHeartbeat", 1, 1),
+                           "OffsetCommit": ("cgrp848:OffsetCommit", 0, 9)}
+
+
+def group_request_kind(api: str, consumer_protocol: bool = False) -> str:
+    """The request kind name of a group API (``cgrp:<Api>``; KIP-848 members use their own where one exists)."""
+    if consumer_protocol and api in CONSUMER_PROTOCOL_KINDS:
+        return CONSUMER_PROTOCOL_KINDS[api][0]
+    return f"cgrp:{api}"
+
+
+def _group_encoder(api: str) -> Callable[[int, dict[str, Any], list[Any]], list[Any]]:
+    def encode(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+        build_request = importlib.import_module(GROUP_TRANSLATION).build_request
+        return [build_request(api, args, version).encode(version)]
+
+    return encode
+
+
+def _decode_raw(version: int, body: bytes) -> dict[str, Any]:
+    return {"version": version, "body": bytes(body)}
+
+
+# ---- the table ----------------------------------------------------------------------------------------------
+
+def _build_table() -> dict[str, RequestKind]:
+    kinds = [
+        _kind("ApiVersions", "ApiVersions", 0, 3, _encode_api_versions, _decode_api_versions, remote=False),
+        _kind("Metadata", "Metadata", 1, 12, _encode_metadata, _decode_metadata),
+        _kind("InitProducerId", "InitProducerId", 0, 4, _encode_init_pid, _decode_init_pid),
+        # v3: RecordBatch v2 (magic 2); v11+ only adds KIP-951 leader hints we ignore
+        _kind("Produce", "Produce", 3, 10, _encode_produce_kind, decode_produce, remote=False),
+        # v4: isolation level, last stable offset, aborted transactions; v13+ names topics by id only, which
+        # the fetch planner does not track
+        _kind("Fetch", "Fetch", 4, 12, _encode_fetch, _decode_fetch, remote=False),
+        _kind("ListOffsets", "ListOffsets", 1, 7, _encode_list_offsets, _decode_list_offsets),
+    ]
+    kinds += [_kind(group_request_kind(api), api, 0, high, _group_encoder(api), _decode_raw)
+              for api, high in GROUP_APIS.items()]
+    kinds += [_kind(name, api, low, high, _group_encoder(api), _decode_raw)
+              for api, (name, low, high) in CONSUMER_PROTOCOL_KINDS.items()]
+    return {kind.name: kind for kind in kinds}
+
+
+REQUEST_KINDS: dict[str, RequestKind] = _build_table()
+"""Every request kind this client sends, by name."""
+
+API_VERSIONS = REQUEST_KINDS["ApiVersions"]
+PRODUCE = REQUEST_KINDS["Produce"]
+FETCH = REQUEST_KINDS["Fetch"]
+LIST_OFFSETS = REQUEST_KINDS["ListOffsets"]
+
+
+def client_versions(kinds: Iterable[RequestKind] | None = None) -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} the client speaks, over every kind of the table (kinds sharing an API widen it);
+    the client side of ``kqactors.protocol.api.negotiate``."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for kind in REQUEST_KINDS.values() if kinds is None else kinds:
+        low, high = ranges.get(kind.api_key, (kind.min_version, kind.max_version))
+        ranges[kind.api_key] = (min(low, kind.min_version), max(high, kind.max_version))
+    return ranges
+
+
+CLIENT_RANGES = client_versions()

@@ -1,37 +1,38 @@
-"""Runs in: the main host. Owns one broker's TCP socket and the broker/N actor wrapped around it: connect,
-reconnect with backoff, drive the Connection state machine, send XMIT batches as Produce requests and
-generic REQUEST ops of registered kinds, and give every one of them exactly one result.
+"""Runs in: the main host. Owns the broker/N actor: its lifecycle, the connection attempt (name resolution off
+the loop, a ``Transport`` per attempt, reconnect with backoff), driving the socket-free ``core.connection``
+state machine with socket events and clock ticks, generic REQUEST ops of the request table's kinds, and the
+dispatch of every completion to the part that sent the request. Exactly one result per request.
 
-Ops in:  XMIT (toppar), REQUEST (any actor, as a runtime request), BROKER_UPDATE, PARTITION_JOIN/LEAVE, STATS
-         (main).
-Ops out: XMIT_RESULT (to the XMIT's sender), the REQUEST's reply (RESPONSE), BROKER_STATE (to main).
+The actor is composed of parts, each owning its side of the connection: ``sink.ProduceSink`` (XMIT → Produce,
+always present) and ``source.FetchSource`` (the consumer's fetch loop, present only when spawned with
+``consumer=True`` or ``fetch=<FetchSettings dict>``). Parts contribute op handlers and send requests tagged with
+their completion callback; the socket layer is ``transport.py``.
+
+Ops in:  REQUEST (any actor, as a runtime request), BROKER_UPDATE, PARTITION_JOIN/LEAVE, STATS (main), plus the
+         parts' ops (XMIT; B_FETCH_START/STOP, FETCH_FLOW).
+Ops out: the REQUEST's reply (RESPONSE), BROKER_STATE (to the owner), plus the parts' ops (XMIT_RESULT;
+         FETCHED, FETCH_ERROR, FETCH_POSITION, METADATA_REFRESH).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-import socket
 import time
 from typing import Any
 
+from kqactors.actors.broker import transport as transports
+from kqactors.actors.broker.sink import ProduceSink
+from kqactors.actors.broker.source import FetchSource
 from kqactors.core.connection import Completion, Connection, ConnState, ReconnectBackoff, Request
+from kqactors.core.consumer import FetchSettings
 from kqactors.core.stats import broker_stats, monotonic_us
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
-from kqactors.ops import producer as pops
-from kqactors.protocol.requests import (
-    PRODUCE_FLEXIBLE_FROM,
-    PRODUCE_KEY,
-    PRODUCE_VERSIONS,
-    REQUEST_KINDS,
-    XmitEntry,
-    collate_produce,
-    decode_produce,
-    encode_produce,
-)
+from kqactors.protocol.requests import REQUEST_KINDS, RequestKind
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
+from kqactors.runtime.threadsafe import ThreadInbox
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ RECV_SIZE = 256 * 1024
 TICK_SECONDS = 0.05
 _CONNECT = "BROKER_CONNECT"
 _TICK = "BROKER_TICK"
-_FLUSH = "BROKER_FLUSH"
+_RESOLVED = "BROKER_RESOLVED"
+_PRE_TRANSPORT = (ConnState.CONNECT, ConnState.SSL_HANDSHAKE)
 
 
 def _conf(config: dict[str, Any], name: str, default: Any) -> Any:
@@ -48,10 +50,11 @@ def _conf(config: dict[str, Any], name: str, default: Any) -> Any:
 
 
 class BrokerActor(Actor):
-    """broker/N. `config` holds librdkafka property names (client.id, socket.timeout.ms, ...)."""
+    """broker/N. `config` holds librdkafka property names (client.id, socket.timeout.ms, ...). With
+    ``consumer=True`` (settings from ``config``) or ``fetch`` (FetchSettings.to_dict()) it also fetches."""
 
     def __init__(self, ctx: ActorContext, node_id: int, host: str, port: int, config: dict[str, Any] | None = None,
-                 owner: str = "main") -> None:
+                 owner: str = "main", consumer: bool = False, fetch: dict[str, Any] | None = None) -> None:
         super().__init__(ctx)
         config = dict(config or {})
         self.node_id = node_id
@@ -69,20 +72,29 @@ class BrokerActor(Actor):
         )
         self.backoff = ReconnectBackoff(int(_conf(config, "reconnect.backoff.ms", 100)),
                                         int(_conf(config, "reconnect.backoff.max.ms", 10000)))
-        self.sock: socket.socket | None = None
+        self.transport: transports.Transport | None = None
+        self._fd = -1
         self._recv_buf = memoryview(bytearray(RECV_SIZE))  # reused: a fresh 256 KiB per read cost page faults
         self.want_write = False
-        self.unsent_xmits: list[XmitEntry] = []
         self.unsent_requests: list[tuple[Op, float]] = []
         self.partitions: set[tuple[str, int]] = set()
-        self.flush_scheduled = False
         self.reconnect_timer: int | None = None
         self.connect_attempts = 0
         self.stopped = False
         self._addr_index = 0
+        self._resolve_seq = 0
+        self._inbox: ThreadInbox | None = None
         self._reported_state = ""
         self._state_since_us = monotonic_us()
         self.bootstrap = node_id < 0  # main numbers the bootstrap servers -1, -2, ...
+        # the parts
+        self.sink = ProduceSink(self)
+        self._handlers.update(self.sink.handlers())
+        self.source: FetchSource | None = None
+        if consumer or fetch is not None:
+            settings = FetchSettings.from_dict(fetch) if fetch is not None else FetchSettings.from_config(config)
+            self.source = FetchSource(self, settings)
+            self._handlers.update(self.source.handlers())
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -97,7 +109,10 @@ class BrokerActor(Actor):
             # failed as a lost connection, so toppars retry it on the partition's next leader.
             self._fail_all(KafkaError._TRANSPORT, "broker actor stopped")
         finally:
-            self._close_socket()
+            self._close_transport()
+            if self._inbox is not None:
+                self._inbox.close()
+                self._inbox = None
 
     @on(ops.STATS)
     def _on_stats(self, op: Op) -> None:
@@ -107,7 +122,7 @@ class BrokerActor(Actor):
             name, node_id, source = f"{nodename}/bootstrap", -1, "configured"
         else:
             name, node_id, source = f"{nodename}/{self.node_id}", self.node_id, "learned"
-        waiting = len(self.conn.waiting) + len(self.unsent_xmits) + len(self.unsent_requests)
+        waiting = len(self.conn.waiting) + len(self.sink.unsent) + len(self.unsent_requests)
         self.ctx.reply(op, Op(ops.STATS, broker_stats(
             name, node_id, nodename, source, self.conn.state.name, self._state_since_us, self.conn.counters,
             waiting, len(self.conn.in_flight), sorted(self.partitions), monotonic_us())))
@@ -125,7 +140,10 @@ class BrokerActor(Actor):
         self._dispatch(done)
         if must_disconnect:
             self._disconnect(self.conn.last_error or "request timed out", now)
-        self._expire_unsent(now)
+        self.sink.expire(now)
+        self._expire_requests(now)
+        if self.source is not None:
+            self.source.pump()
 
     @on(ops.BROKER_UPDATE)
     def _on_update(self, op: Op) -> None:
@@ -145,38 +163,13 @@ class BrokerActor(Actor):
     def _on_partition_leave(self, op: Op) -> None:
         self.partitions.discard((op.payload["topic"], op.payload["partition"]))
 
-    # ---- requests in -----------------------------------------------------------------------------------
-
-    @on(pops.XMIT)
-    def _on_xmit(self, op: Op) -> None:
-        payload = op.payload or {}
-        try:
-            entry = XmitEntry(op.sender or "", payload["topic"], int(payload["partition"]),
-                              payload["batch_id"], int(payload.get("toppar_version", 0)),
-                              int(payload.get("acks", -1)), int(payload.get("timeout_ms", 30000)),
-                              op.frames[0], time.monotonic(), payload.get("deadline_ms"))
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            self._send_xmit_error(op, KafkaError._INVALID_ARG, f"malformed XMIT: {exc!r}")
-            if op.is_request:
-                self.ctx.reply(op, Op(pops.XMIT, {"accepted": False}))
-            return
-        if op.is_request:  # the sender only wants to learn about undeliverable XMITs: free its slot now
-            self.ctx.reply(op, Op(pops.XMIT, {"accepted": True}))
-        self.unsent_xmits.append(entry)
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.ctx.send(self.ctx.name, Op(_FLUSH))
-
-    @on(_FLUSH)
-    def _on_flush(self, _op: Op) -> None:
-        self.flush_scheduled = False
-        self._flush_produce(time.monotonic())
+    # ---- generic requests ------------------------------------------------------------------------------
 
     @on(ops.REQUEST)
     def _on_request(self, op: Op) -> None:
         payload = op.payload or {}
         kind = REQUEST_KINDS.get(payload.get("kind"))
-        if kind is None:
+        if kind is None or not kind.remote:
             self._reply(op, KafkaError._INVALID_ARG, f"unknown request kind {payload.get('kind')!r}")
             return
         self.unsent_requests.append((op, time.monotonic()))
@@ -185,14 +178,12 @@ class BrokerActor(Actor):
         elif self.conn.state == ConnState.DOWN and self.reconnect_timer is None:
             self._connect()
 
-    # ---- sending ---------------------------------------------------------------------------------------
-
     def _flush_requests(self, now: float) -> None:
         pending, self.unsent_requests = self.unsent_requests, []
         for op, received_at in pending:
             payload = op.payload or {}
             kind = REQUEST_KINDS[payload["kind"]]
-            version = self.conn.pick_version(kind.api_key, kind.min_version, kind.max_version)
+            version = self.conn.version_for(kind)
             if version is None:
                 self._reply(op, KafkaError._UNSUPPORTED_FEATURE,
                             f"broker {self.node_id} does not support {kind.name} v{kind.min_version}-"
@@ -206,53 +197,11 @@ class BrokerActor(Actor):
             timeout_ms = int(payload.get("timeout_ms") or self.socket_timeout_ms)
             remaining = max(1, timeout_ms - int((now - received_at) * 1000))
             self.conn.enqueue(Request(kind.api_key, version, body, kind.is_flexible(version),
-                                      timeout_ms=remaining, context=("req", op, kind, version)), now)
-        self._write()
+                                      timeout_ms=remaining, context=(self._complete_request, op, kind, version)),
+                              now)
+        self.write()
 
-    def _flush_produce(self, now: float) -> None:
-        if self.conn.state != ConnState.UP:
-            if self.conn.state == ConnState.DOWN and self.reconnect_timer is None and self.unsent_xmits:
-                self._connect()
-            return
-        version = self.conn.pick_version(PRODUCE_KEY, *PRODUCE_VERSIONS)
-        if version is None:
-            failed, self.unsent_xmits = self.unsent_xmits, []
-            for entry in failed:
-                self._xmit_result(entry, KafkaError._UNSUPPORTED_FEATURE,
-                                  error_message="broker does not support Produce v3+", sent=False)
-            return
-        while self.unsent_xmits and len(self.conn.in_flight) + len(self.conn.waiting) < self.max_in_flight:
-            taken, self.unsent_xmits = collate_produce(self.unsent_xmits)
-            timeout_ms = self.socket_timeout_ms
-            wall_ms = time.time() * 1000
-            for entry in taken:
-                if entry.deadline_ms is not None:
-                    timeout_ms = min(timeout_ms, int(entry.deadline_ms - wall_ms))
-            if timeout_ms <= 0:
-                for entry in taken:
-                    self._xmit_result(entry, self._timeout_code(entry, wall_ms), error_message="timed out",
-                                      sent=False)
-                continue
-            acks = taken[0].acks
-            body = encode_produce(version, taken)
-            self.conn.enqueue(Request(PRODUCE_KEY, version, body, version >= PRODUCE_FLEXIBLE_FROM,
-                                      expect_response=acks != 0, timeout_ms=timeout_ms,
-                                      context=("produce", taken, None, version)), now)
-        self._write()
-
-    # ---- completions -----------------------------------------------------------------------------------
-
-    def _dispatch(self, completions: list[Completion]) -> None:
-        for completion in completions:
-            what, subject, kind, version = completion.request.context
-            if what == "req":
-                self._complete_request(subject, kind, version, completion)
-            else:
-                self._complete_produce(subject, version, completion)
-        if completions and self.unsent_xmits and self.conn.state == ConnState.UP:
-            self._flush_produce(time.monotonic())
-
-    def _complete_request(self, op: Op, kind: Any, version: int, completion: Completion) -> None:
+    def _complete_request(self, op: Op, kind: RequestKind, version: int, completion: Completion) -> None:
         if completion.error_code:
             self._reply(op, completion.error_code, completion.reason)
             return
@@ -263,56 +212,6 @@ class BrokerActor(Actor):
             return
         self._reply(op, KafkaError.NO_ERROR, "", result)
 
-    def _complete_produce(self, entries: list[XmitEntry], version: int, completion: Completion) -> None:
-        wall_ms = time.time() * 1000
-        if completion.error_code:
-            sent = completion.request.sent_at >= 0
-            for entry in entries:
-                code = completion.error_code
-                if code == KafkaError._TIMED_OUT:
-                    code = self._timeout_code(entry, wall_ms)
-                self._xmit_result(entry, code, error_message=completion.reason, sent=sent)
-            return
-        if completion.response is None:  # acks=0: done when written
-            for entry in entries:
-                self._xmit_result(entry, KafkaError.NO_ERROR)
-            return
-        try:
-            results = decode_produce(version, completion.response)
-        except Exception as exc:  # noqa: BLE001
-            for entry in entries:
-                self._xmit_result(entry, KafkaError._BAD_MSG, error_message=f"malformed Produce response: {exc}")
-            return
-        for entry in entries:
-            result = results.get((entry.topic, entry.partition))
-            if result is None:
-                self._xmit_result(entry, KafkaError._BAD_MSG, error_message="partition missing from response")
-            else:
-                self._xmit_result(entry, **result)
-
-    @staticmethod
-    def _timeout_code(entry: XmitEntry, wall_ms: float) -> int:
-        if entry.deadline_ms is not None and wall_ms >= entry.deadline_ms:
-            return KafkaError._MSG_TIMED_OUT
-        return KafkaError._TIMED_OUT
-
-    def _xmit_result(self, entry: XmitEntry, error_code: int, base_offset: int = -1, log_append_time: int = -1,
-                     log_start_offset: int = -1, record_errors: list | None = None,
-                     error_message: str | None = None, sent: bool = True) -> None:
-        payload = pops.xmit_result_payload(entry.topic, entry.partition, entry.batch_id, entry.toppar_version,
-                                          error_code, base_offset, log_append_time, log_start_offset,
-                                          record_errors, error_message, self.node_id, sent)
-        if entry.sender:
-            self.ctx.send(entry.sender, Op(pops.XMIT_RESULT, payload))
-
-    def _send_xmit_error(self, op: Op, code: int, message: str) -> None:
-        payload = op.payload if isinstance(op.payload, dict) else {}
-        result = pops.xmit_result_payload(payload.get("topic", ""), payload.get("partition", -1),
-                                         payload.get("batch_id", -1), payload.get("toppar_version", 0), code,
-                                         error_message=message, broker_id=self.node_id)
-        if op.sender:
-            self.ctx.send(op.sender, Op(pops.XMIT_RESULT, result))
-
     def _reply(self, op: Op, error_code: int, reason: str, result: Any = None) -> None:
         reply = Op(ops.RESPONSE, {"error_code": error_code, "reason": reason, "result": result,
                                   "broker_id": self.node_id})
@@ -321,33 +220,51 @@ class BrokerActor(Actor):
         elif op.sender:
             self.ctx.send(op.sender, reply)
 
-    def _expire_unsent(self, now: float) -> None:
-        wall_ms = time.time() * 1000
-        if self.unsent_xmits:
-            keep = []
-            for entry in self.unsent_xmits:
-                expired = (now - entry.received_at) * 1000 >= self.socket_timeout_ms
-                if expired or (entry.deadline_ms is not None and wall_ms >= entry.deadline_ms):
-                    self._xmit_result(entry, self._timeout_code(entry, wall_ms), sent=False,
-                                      error_message=f"not sent: broker {self.node_id} {self.conn.state.name}")
-                else:
-                    keep.append(entry)
-            self.unsent_xmits = keep
-        if self.unsent_requests:
-            keep_requests = []
-            for op, received_at in self.unsent_requests:
-                timeout_ms = int((op.payload or {}).get("timeout_ms") or self.socket_timeout_ms)
-                if (now - received_at) * 1000 >= timeout_ms:
-                    self._reply(op, KafkaError._TIMED_OUT, f"not sent: broker {self.node_id} {self.conn.state.name}")
-                else:
-                    keep_requests.append((op, received_at))
-            self.unsent_requests = keep_requests
+    def _expire_requests(self, now: float) -> None:
+        if not self.unsent_requests:
+            return
+        keep_requests = []
+        for op, received_at in self.unsent_requests:
+            timeout_ms = int((op.payload or {}).get("timeout_ms") or self.socket_timeout_ms)
+            if (now - received_at) * 1000 >= timeout_ms:
+                self._reply(op, KafkaError._TIMED_OUT, f"not sent: broker {self.node_id} {self.conn.state.name}")
+            else:
+                keep_requests.append((op, received_at))
+        self.unsent_requests = keep_requests
+
+    # ---- completions -----------------------------------------------------------------------------------
+
+    def _dispatch(self, completions: list[Completion]) -> None:
+        """Each completion goes to the callback its sender put in the request's context."""
+        if not completions:
+            return
+        for completion in completions:
+            complete, subject, kind, version = completion.request.context
+            complete(subject, kind, version, completion)
+        self.sink.resume()
+        source = self.source
+        if source is not None and source.completed:
+            source.completed = False
+            source.pump()
 
     def _fail_all(self, code: int, reason: str) -> None:
         self._dispatch(self.conn.on_disconnect(time.monotonic(), reason, code))
         self._fail_unsent(code, reason)
 
-    # ---- socket ----------------------------------------------------------------------------------------
+    def _fail_unsent(self, code: int, reason: str) -> None:
+        """Work waiting for a connection fails when the connection attempt fails (librdkafka does the same),
+        so requesters can try another broker and toppars retry with their own backoff."""
+        self.sink.fail_unsent(code, reason)
+        requests, self.unsent_requests = self.unsent_requests, []
+        for op, _ in requests:
+            self._reply(op, code, reason)
+
+    # ---- connecting ------------------------------------------------------------------------------------
+
+    def ensure_connecting(self) -> None:
+        """Work is waiting: start a connection attempt now unless one is running or a reconnect is planned."""
+        if self.conn.state == ConnState.DOWN and self.reconnect_timer is None:
+            self._connect()
 
     def _connect(self) -> None:
         now = time.monotonic()
@@ -355,26 +272,52 @@ class BrokerActor(Actor):
         self.conn.counters.connects += 1
         self.conn.start_connect(now)
         self._report_state()
-        try:
-            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            self._connect_failed(f"resolve {self.host}:{self.port} failed: {exc}", KafkaError._RESOLVE)
+        addresses = transports.numeric_address(self.host, self.port)
+        if addresses is not None:
+            self._connect_to(addresses)
             return
-        family, kind, proto, _name, address = infos[self._addr_index % len(infos)]
+        # A host name: getaddrinfo may block for seconds, so it runs on a thread and the answer comes back
+        # as a BROKER_RESOLVED op (numbered: a late answer for an abandoned attempt is ignored).
+        self._resolve_seq += 1
+        seq = self._resolve_seq
+        if self._inbox is None:
+            self._inbox = ThreadInbox(self.ctx)
+        post = self._inbox.post
+        transports.resolve_in_thread(
+            self.host, self.port,
+            lambda found, error: post(Op(_RESOLVED, {"seq": seq, "addresses": found, "error": error})))
+
+    @on(_RESOLVED)
+    def _on_resolved(self, op: Op) -> None:
+        payload = op.payload
+        if (payload["seq"] != self._resolve_seq or self.stopped or self.transport is not None
+                or self.conn.state != ConnState.CONNECT):
+            return
+        if payload["addresses"] is None:
+            self._connect_failed(f"resolve {self.host}:{self.port} failed: {payload['error']}", KafkaError._RESOLVE)
+            return
+        self._connect_to(payload["addresses"])
+
+    def _connect_to(self, addresses: list[transports.AddrInfo]) -> None:
+        address = addresses[self._addr_index % len(addresses)]
         self._addr_index += 1
-        sock = socket.socket(family, kind, proto)
-        sock.setblocking(False)
-        if self.nagle_disable:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        code = sock.connect_ex(address)
-        if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            sock.close()
-            self._connect_failed(f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(code, code)}",
+        try:
+            transport = transports.PlainTransport(address, self.nagle_disable)
+        except OSError as exc:
+            self._connect_failed(f"connect to {self.host}:{self.port} failed: {exc}", KafkaError._TRANSPORT)
+            return
+        try:
+            transport.connect()
+        except OSError as exc:
+            transport.close()
+            self._connect_failed(f"connect to {self.host}:{self.port} failed: {exc.strerror or exc}",
                                  KafkaError._TRANSPORT)
             return
-        self.sock = sock
+        self.transport = transport
+        self.conn.tls = transport.needs_handshake
+        self._fd = transport.fileno()
         self.want_write = True
-        self.ctx.register_fd(sock.fileno(), self._on_readable, self._on_writable)
+        self.ctx.register_fd(self._fd, self._on_readable, self._on_writable)
 
     def _connect_failed(self, reason: str, code: int) -> None:
         now = time.monotonic()
@@ -383,103 +326,130 @@ class BrokerActor(Actor):
         self._schedule_reconnect(now)
         self._report_state()
 
-    def _fail_unsent(self, code: int, reason: str) -> None:
-        """Work waiting for a connection fails when the connection attempt fails (librdkafka does the same),
-        so requesters can try another broker and toppars retry with their own backoff."""
-        xmits, self.unsent_xmits = self.unsent_xmits, []
-        for entry in xmits:
-            self._xmit_result(entry, code, error_message=reason, sent=False)
-        requests, self.unsent_requests = self.unsent_requests, []
-        for op, _ in requests:
-            self._reply(op, code, reason)
+    def _schedule_reconnect(self, now: float) -> None:
+        if self.stopped or self.reconnect_timer is not None:
+            return
+        delay_ms = self.backoff.next_delay_ms(now)
+        self.reconnect_timer = self.ctx.timer(max(delay_ms, 1) / 1000, Op(_CONNECT))
+
+    # ---- socket events ---------------------------------------------------------------------------------
 
     def _on_writable(self) -> None:
         now = time.monotonic()
-        if self.conn.state == ConnState.CONNECT:
-            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) if self.sock else errno.EBADF
+        state = self.conn.state
+        if state == ConnState.CONNECT:
+            err = self.transport.connect_error() if self.transport is not None else errno.EBADF
             if err:
                 self._disconnect(f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(err, err)}",
                                  now)
                 return
             self.conn.on_connected(now)
             self._report_state()
-        self._write()
+        if self.conn.state == ConnState.SSL_HANDSHAKE:
+            self._drive_transport_handshake(now)
+            return
+        self.write()
+
+    def _drive_transport_handshake(self, now: float) -> None:
+        """A transport with its own handshake (TLS) runs it on socket events until it reports done."""
+        transport = self.transport
+        try:
+            done = transport.handshake()
+        except OSError as exc:
+            self._disconnect(f"transport handshake with {self.host}:{self.port} failed: {exc}", now)
+            return
+        if not done:
+            self._watch(transport.wants_write_for_handshake())
+            return
+        self.conn.on_tls_ready(now)
+        self._report_state()
+        self.write()
 
     def _on_readable(self) -> None:
-        if self.sock is None:
+        transport = self.transport
+        if transport is None:
             return
         now = time.monotonic()
-        was_up = self.conn.state == ConnState.UP
+        if self.conn.state == ConnState.SSL_HANDSHAKE:
+            self._drive_transport_handshake(now)
+            return
+        before = self.conn.state
         try:
             buf = self._recv_buf
             while True:
-                received = self.sock.recv_into(buf)
+                received = transport.recv_into(buf)
                 if not received:
                     self._disconnect("connection closed by broker", now)
                     return
                 self._dispatch(self.conn.feed(buf[:received], now))
-                if received < RECV_SIZE or self.sock is None:
+                if received < RECV_SIZE or self.transport is None:
                     break
         except (BlockingIOError, InterruptedError):
             pass
         except (OSError, ConnectionError) as exc:
             self.conn.counters.rxerrs += 1
-            self._disconnect(f"receive failed: {exc}", now)
+            self._disconnect(f"receive failed: {exc}", now, getattr(exc, "error_code", KafkaError._TRANSPORT))
             return
-        if not was_up and self.conn.state == ConnState.UP:
-            self._on_up(now)
-        self._write()
+        state = self.conn.state
+        if state != before:
+            if state == ConnState.UP:
+                self._on_up(now)
+            else:
+                self._report_state()  # a handshake step began
+        self.write()
 
     def _on_up(self, now: float) -> None:
         self.connect_attempts = 0
         self._report_state()
         self._flush_requests(now)
-        self._flush_produce(now)
+        self.sink.flush(now)
+        if self.source is not None:
+            self.source.pump()
 
-    def _write(self) -> None:
-        if self.sock is None or self.conn.state == ConnState.CONNECT:
+    def write(self) -> None:
+        """Write what the connection has queued until the socket would block."""
+        transport = self.transport
+        if transport is None or self.conn.state in _PRE_TRANSPORT:
             return
+        conn = self.conn
         now = time.monotonic()
         try:
-            while self.conn.has_output():
-                sent = self.sock.sendmsg(self.conn.output_buffers())
-                self._dispatch(self.conn.on_written(sent, now))
-                if self.sock is None:
+            while conn.has_output():
+                sent = transport.write(conn.output_buffers())
+                self._dispatch(conn.on_written(sent, now))
+                if self.transport is None:
                     return
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
-            self.conn.counters.txerrs += 1
+            conn.counters.txerrs += 1
             self._disconnect(f"send failed: {exc}", now)
             return
-        want = self.conn.has_output()
-        if want != self.want_write and self.sock is not None:
-            self.want_write = want
-            self.ctx.register_fd(self.sock.fileno(), self._on_readable, self._on_writable if want else None)
+        self._watch(conn.has_output())
 
-    def _disconnect(self, reason: str, now: float) -> None:
+    def _watch(self, want_write: bool) -> None:
+        if want_write != self.want_write and self.transport is not None:
+            self.want_write = want_write
+            self.ctx.register_fd(self._fd, self._on_readable, self._on_writable if want_write else None)
+
+    def _disconnect(self, reason: str, now: float, code: int = KafkaError._TRANSPORT) -> None:
         log.info("broker/%s %s:%s down: %s", self.node_id, self.host, self.port, reason)
         self.conn.counters.disconnects += 1
-        self._close_socket()
-        self._dispatch(self.conn.on_disconnect(now, reason))
-        self._fail_unsent(KafkaError._TRANSPORT, reason)
+        self._close_transport()
+        self._dispatch(self.conn.on_disconnect(now, reason, code))
+        self._fail_unsent(code, reason)
         self._schedule_reconnect(now)
         self._report_state()
 
-    def _close_socket(self) -> None:
-        if self.sock is not None:
+    def _close_transport(self) -> None:
+        if self.transport is not None:
             try:
-                self.ctx.unregister_fd(self.sock.fileno())
+                self.ctx.unregister_fd(self._fd)
             finally:
-                self.sock.close()
-                self.sock = None
+                self.transport.close()
+                self.transport = None
+                self._fd = -1
                 self.want_write = False
-
-    def _schedule_reconnect(self, now: float) -> None:
-        if self.stopped or self.reconnect_timer is not None:
-            return
-        delay_ms = self.backoff.next_delay_ms(now)
-        self.reconnect_timer = self.ctx.timer(max(delay_ms, 1) / 1000, Op(_CONNECT))
 
     def _report_state(self) -> None:
         if self.conn.state.name != self._reported_state:

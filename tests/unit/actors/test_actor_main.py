@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kqactors.actors.main import MainActor, parse_bootstrap
-from kqactors.core.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
+from kqactors.core.metadata import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo, snapshot_to_wire
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import producer as pops
-from kqactors.protocol.requests import snapshot_to_wire
 from kqactors.runtime.op import REPLY, Op
 
 

@@ -109,7 +109,7 @@ def test_unsupported_version_answer_retries_at_the_mock_clusters_advertised_vers
     v2_body = api_versions_body_v0(BROKER_APIS) + struct.pack(">i", 0)  # v1+ adds throttle_time_ms
     conn.feed(response_frame(second["corr_id"], v2_body), 0.0)
     assert conn.state == ConnState.UP
-    assert conn.api_versions[PRODUCE].max_version == 9
+    assert conn.versions.broker[PRODUCE] == (3, 9)
 
 
 def test_unsupported_version_answer_without_a_readable_range_retries_at_v0():
@@ -311,3 +311,152 @@ def test_handshake_is_internal_on_disconnect_and_timeout():
     assert must_disconnect and done == [] and "ApiVersions" in conn.last_error
     failed = conn.on_disconnect(0.6, "handshake timed out")
     assert [c.request.context for c in failed] == ["user"]  # the handshake itself has no requester
+
+
+# ---- pre-UP handshake steps (TLS state, pluggable authentication steps) ------------------------------------
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+class EchoStep:
+    """A test step: sends `rounds` requests of `api_key`, each carrying its round number, and checks that the
+    response echoes it; a response of b"no" fails the handshake."""
+
+    def __init__(self, name, state, api_key, rounds, log):
+        self.name, self.state, self.api_key, self.rounds, self.log = name, state, api_key, rounds, log
+        self.sent = 0
+
+    def _next(self, versions):
+        if self.sent == self.rounds:
+            return None
+        self.sent += 1
+        version = versions.pick(self.api_key, 0, 1)
+        return (self.api_key, version, [b"round%d" % self.sent])
+
+    def start(self, versions):
+        self.log.append(("start", self.name))
+        return self._next(versions)
+
+    def on_response(self, versions, api_key, version, body):
+        from kqactors.core.connection import HandshakeError
+        self.log.append(("response", self.name, body))
+        if body == b"no":
+            raise HandshakeError(f"{self.name} refused")
+        assert body == b"round%d" % self.sent and api_key == self.api_key
+        return self._next(versions)
+
+
+class StepsAuthenticator:
+    def __init__(self, rounds=(1, 2)):
+        self.rounds = rounds
+        self.log = []
+
+    def steps(self):
+        return [EchoStep("handshake", ConnState.AUTH_HANDSHAKE, SASL_HANDSHAKE, self.rounds[0], self.log),
+                EchoStep("authenticate", ConnState.AUTH_REQ, SASL_AUTHENTICATE, self.rounds[1], self.log)]
+
+
+AUTH_APIS = {**BROKER_APIS, SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
+
+
+def answer_api_versions(conn, ranges=AUTH_APIS, now=0.0):
+    (req,) = parse_requests(drain(conn))
+    assert req["api_key"] == API_VERSIONS_KEY
+    conn.feed(response_frame(req["corr_id"], api_versions_body_v3(ranges)), now)
+
+
+def test_authentication_steps_run_in_order_in_their_states_before_up():
+    auth = StepsAuthenticator()
+    conn = Connection(authenticator=auth)
+    conn.start_connect(0.0)
+    conn.enqueue(Request(METADATA, 4, [b"app"]), 0.0)
+    conn.on_connected(0.0)
+    answer_api_versions(conn)
+    seen = []
+    while conn.state != ConnState.UP:
+        seen.append(conn.state)
+        (req,) = parse_requests(drain(conn))  # one handshake request at a time, the app's request held back
+        assert req["api_key"] in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+        assert req["version"] == 1  # the highest of the step's 0..1 both sides offer
+        assert conn.feed(response_frame(req["corr_id"], req["rest"]), 0.0) == []
+    assert seen == [ConnState.AUTH_HANDSHAKE, ConnState.AUTH_REQ, ConnState.AUTH_REQ]
+    assert [entry[:2] for entry in auth.log] == [("start", "handshake"), ("response", "handshake"),
+                                                  ("start", "authenticate"), ("response", "authenticate"),
+                                                  ("response", "authenticate")]
+    (app,) = parse_requests(drain(conn))
+    assert app["api_key"] == METADATA and app["rest"] == b"app"
+
+
+def test_a_step_with_nothing_to_send_is_skipped():
+    auth = StepsAuthenticator(rounds=(0, 1))
+    conn = Connection(authenticator=auth)
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    answer_api_versions(conn)
+    assert conn.state == ConnState.AUTH_REQ
+    (req,) = parse_requests(drain(conn))
+    conn.feed(response_frame(req["corr_id"], req["rest"]), 0.0)
+    assert conn.state == ConnState.UP
+
+
+def test_a_refused_step_fails_the_connection_with_its_code_and_steps_restart_on_reconnect():
+    from kqactors.core.connection import HandshakeError
+    auth = StepsAuthenticator()
+    conn = Connection(authenticator=auth)
+    conn.start_connect(0.0)
+    conn.enqueue(Request(METADATA, 4, [b"app"]), 0.0)
+    conn.on_connected(0.0)
+    answer_api_versions(conn)
+    (req,) = parse_requests(drain(conn))
+    with pytest.raises(HandshakeError) as info:
+        conn.feed(response_frame(req["corr_id"], b"no"), 0.0)
+    assert info.value.error_code == KafkaError._AUTHENTICATION
+    (failed,) = conn.on_disconnect(0.0, str(info.value), info.value.error_code)
+    assert failed.error_code == KafkaError._AUTHENTICATION and failed.request.api_key == METADATA
+    # a new attempt runs fresh steps from the start
+    conn.start_connect(1.0)
+    conn.on_connected(1.0)
+    answer_api_versions(conn, now=1.0)
+    assert conn.state == ConnState.AUTH_HANDSHAKE and auth.log[-1] == ("start", "handshake")
+
+
+def test_a_step_request_that_times_out_disconnects_naming_the_step():
+    conn = Connection(authenticator=StepsAuthenticator(), api_version_timeout_ms=1000)
+    conn.start_connect(0.0)
+    conn.on_connected(0.0)
+    answer_api_versions(conn)
+    drain(conn)
+    done, must_disconnect = conn.check_timeouts(1.5)
+    assert done == [] and must_disconnect
+    assert conn.last_error == "handshake request timed out after 1000 ms"
+
+
+def test_tls_transport_handshake_state_comes_before_api_versions():
+    conn = Connection(tls=True, connect_timeout_ms=2000)
+    conn.start_connect(0.0)
+    conn.on_connected(0.5)
+    assert conn.state == ConnState.SSL_HANDSHAKE and not conn.has_output()
+    assert conn.next_deadline() == 2.0  # socket.connection.setup.timeout.ms covers the TLS handshake
+    with pytest.raises(RuntimeError):
+        conn.on_connected(0.6)
+    conn.on_tls_ready(0.7)
+    assert conn.state == ConnState.APIVERSION_QUERY
+    answer_api_versions(conn, BROKER_APIS)
+    assert conn.state == ConnState.UP
+
+
+def test_tls_handshake_past_the_setup_timeout_disconnects():
+    conn = Connection(tls=True, connect_timeout_ms=2000)
+    conn.start_connect(0.0)
+    conn.on_connected(0.5)
+    assert conn.check_timeouts(2.1) == ([], True)
+    assert conn.last_error == "connection setup timed out"
+
+
+def test_versions_come_from_the_request_table_through_negotiate():
+    from kqactors.protocol.requests import REQUEST_KINDS
+    conn = up_connection()
+    assert conn.version_for(REQUEST_KINDS["Produce"]) == 9  # broker 3-9, client 3-10
+    assert conn.version_for(REQUEST_KINDS["Metadata"]) == 12
+    assert conn.version_for(REQUEST_KINDS["Fetch"]) is None  # not offered by this broker
+    assert conn.versions[PRODUCE] == 9 and PRODUCE in conn.versions.broker

@@ -1,7 +1,7 @@
-"""Op types and payloads of the consumer's fetch path (app ↔ ctoppar ↔ fetching broker actor).
+"""Op types and payloads of the consumer's fetch path (app ↔ ctoppar ↔ the broker actor's fetch source).
 
-Runs in: every process of a consumer (imported by the app facade, the ctoppar actor and the fetching broker
-actor). Owns the names and payload shapes only; see docs/consumer-ops.md "Changes (fetch/facade)".
+Runs in: every process of a consumer (imported by the app facade, the ctoppar actor and the broker actor's
+fetch source). Owns the names and payload shapes only; the contract is docs/consumer-ops.md.
 
 Versions: every FETCH_START carries the partition's version from the app's PositionTable. The ctoppar and the
 broker's FetchPlanner drop anything older, and the app drops batches fetched at an older version.

@@ -104,7 +104,7 @@ CASES = [
     (P, {"default.topic.config": {"acks": 1}}), (P, {"default.topic.config": {"foo": 1}}),
     (P, {"default.topic.config": {"linger.ms": 1}}),
     (P, {"error_cb": 5}), (P, {"error_cb": None}), (P, {"stats_cb": "x"}), (P, {"throttle_cb": 5}),
-    (P, {"on_delivery": 5}), (P, {"on_delivery": None}), (P, {"logger": 5}),
+    (P, {"on_delivery": 5}), (P, {"on_delivery": None}),
     (P, {"client.id": 5}), (P, {"client.id": None}), (P, {"client.id": ["a"]}), (P, {"client.id": True}),
     (P, {"batch.num.messages": "0x10"}), (P, {"queue.buffering.max.kbytes": 0}),
     (P, {"queue.buffering.max.messages": 0}), (P, {"sticky.partitioning.linger.ms": 2000000}),

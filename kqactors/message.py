@@ -8,7 +8,8 @@ thousands per poll stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from kqactors.errors import KafkaError
@@ -55,28 +56,10 @@ def use_tracker(track: Callable[[object], None]) -> None:
     _track = track
 
 
-def _normalise_headers(headers: Any) -> Headers | None:
-    """Accept a list of (key, value) pairs or a dict; return a list of (str, bytes|None) tuples."""
-    if headers is None:
+def _opt_int(name: str, value: Any) -> int | None:
+    if value is None:
         return None
-    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
-    result: Headers = []
-    for item in items:
-        try:
-            key, value = item
-        except (TypeError, ValueError):
-            raise TypeError(f"headers must be (key, value) pairs, got {item!r}") from None
-        if not isinstance(key, str):
-            raise TypeError(f"header key must be str, not {type(key).__name__}")
-        if isinstance(value, str):
-            value = value.encode()
-        elif value is not None and not isinstance(value, bytes):
-            if isinstance(value, (bytearray, memoryview)):
-                value = bytes(value)
-            else:
-                raise TypeError(f"header value for {key!r} must be bytes, str or None, not {type(value).__name__}")
-        result.append((key, value))
-    return result
+    return operator.index(value)  # TypeError "'str' object cannot be interpreted as an integer", as confluent's
 
 
 class Message:
@@ -84,44 +67,62 @@ class Message:
 
     Mirrors confluent-kafka's Message.  All constructor arguments are optional; the positional order is
     confluent-kafka's: topic, partition, offset, key, value, headers, error, timestamp, latency,
-    leader_epoch.  ``headers`` is stored as given (the hot path builds it already normalised).
+    leader_epoch, delivery_count.  Like confluent-kafka's, a negative partition, offset, latency or leader
+    epoch (and a delivery count below 1) reads back as None; equality compares every field but latency,
+    messages are not hashable, and they pickle.  One leniency: None is accepted for the numeric arguments
+    (meaning not set), where confluent-kafka raises TypeError.  ``headers`` is stored as given.
     """
 
     __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_error",
-                 "_timestamp", "_latency", "_leader_epoch")
+                 "_timestamp", "_latency", "_leader_epoch", "_delivery_count")
 
     def __init__(
         self,
         topic: str | None = None,
         partition: int | None = None,
         offset: int | None = None,
-        key: bytes | None = None,
-        value: bytes | None = None,
-        headers: Headers | None = None,
+        key: Any = None,
+        value: Any = None,
+        headers: Any = None,
         error: KafkaError | None = None,
-        timestamp: tuple[int, int] = _NO_TIMESTAMP,
+        timestamp: tuple[int, int] | None = _NO_TIMESTAMP,
         latency: float | None = None,
         leader_epoch: int | None = None,
+        delivery_count: int | None = None,
     ) -> None:
+        if timestamp is None:
+            timestamp = _NO_TIMESTAMP
+        elif timestamp is not _NO_TIMESTAMP and not (
+                type(timestamp) is tuple and len(timestamp) == 2
+                and isinstance(timestamp[0], int) and isinstance(timestamp[1], int)):
+            raise TypeError("timestamp must be a tuple of (int, int)")
+        if latency is not None and not isinstance(latency, float):
+            if not isinstance(latency, int):
+                raise TypeError(f"must be real number, not {type(latency).__name__}")
+            latency = float(latency)
         self._topic = topic
-        self._partition = partition
-        self._offset = offset
+        self._partition = _opt_int("partition", partition)
+        self._offset = _opt_int("offset", offset)
         self._key = key
         self._value = value
         self._headers = headers
         self._error = error
         self._timestamp = timestamp
         self._latency = latency
-        self._leader_epoch = leader_epoch
+        self._leader_epoch = _opt_int("leader_epoch", leader_epoch)
+        self._delivery_count = _opt_int("delivery_count", delivery_count)
 
     def topic(self) -> str | None:
         return self._topic
 
     def partition(self) -> int | None:
-        return self._partition
+        partition = self._partition
+        return None if partition is None or partition < 0 else partition
 
     def offset(self) -> int | None:
-        return self._offset
+        """The offset; None when there is none (a logical offset, e.g. a failed delivery's OFFSET_INVALID)."""
+        offset = self._offset
+        return None if offset is None or offset < 0 else offset
 
     def key(self) -> Any:
         return self._key
@@ -129,7 +130,7 @@ class Message:
     def value(self) -> Any:
         return self._value
 
-    def headers(self) -> Headers | None:
+    def headers(self) -> Any:
         return self._headers
 
     def error(self) -> KafkaError | None:
@@ -141,12 +142,27 @@ class Message:
 
     def latency(self) -> float | None:
         """Seconds from produce() to delivery report (produced messages only)."""
-        return self._latency
+        latency = self._latency
+        return None if latency is None or latency < 0 else latency
 
     def leader_epoch(self) -> int | None:
-        return self._leader_epoch
+        epoch = self._leader_epoch
+        return None if epoch is None or epoch < 0 else epoch
 
-    def set_topic(self, topic: str) -> None:
+    def delivery_count(self) -> int | None:
+        """Share-consumer delivery count (>= 1); None for the standard consumer and the producer."""
+        count = self._delivery_count
+        return None if count is None or count < 1 else count
+
+    def deserialized_key(self) -> Any:
+        """The key, after a deserializer replaced it (the same object as ``key()``)."""
+        return self._key
+
+    def deserialized_value(self) -> Any:
+        """The value, after a deserializer replaced it (the same object as ``value()``)."""
+        return self._value
+
+    def set_topic(self, topic: Any) -> None:
         _track(self)
         self._topic = topic
 
@@ -161,34 +177,51 @@ class Message:
         self._value = value
 
     def set_headers(self, headers: Any) -> None:
-        """Replace the headers: list of (str, bytes) pairs, or a dict."""
-        self._headers = _normalise_headers(headers)
+        """Replace the headers (stored as given, like confluent-kafka)."""
+        _track(self)
+        self._headers = headers
 
-    def set_error(self, error: KafkaError | None) -> None:
+    def set_error(self, error: Any) -> None:
         _track(self)
         self._error = error
 
     def __len__(self) -> int:
-        """Size of the value (payload) in bytes; 0 when there is none."""
+        """Size of the value (``len(value)``); 0 when there is none."""
         value = self._value
-        if value is None:
-            return 0
-        if isinstance(value, str):
-            return len(value.encode())
-        try:
-            return len(value)
-        except TypeError:
-            return 0
+        return 0 if value is None else len(value)
 
     def len(self) -> int:
         return self.__len__()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self._topic, self.partition(), self.offset(), self._key, self._value, self._headers,
+                self._error, self._timestamp, self.leader_epoch())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return False
+        return self._fields() == other._fields()
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like confluent-kafka's
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Message, (self._topic, self.partition(), self.offset(), self._key, self._value, self._headers,
+                          self._error, self._timestamp, self.latency(), self.leader_epoch(),
+                          self.delivery_count()))
 
     def __repr__(self) -> str:
         if self._error is not None:
             return (f"Message{{topic={self._topic},partition={self._partition},offset={self._offset},"
                     f"error={self._error!r}}}")
+        try:
+            size = len(self)
+        except TypeError:
+            size = None
         return (f"Message{{topic={self._topic},partition={self._partition},offset={self._offset},"
-                f"key={self._key!r},len={len(self)}}}")
+                f"key={self._key!r},len={size}}}")
 
 
 def _check_int(name: str, value: Any) -> int:

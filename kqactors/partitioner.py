@@ -15,6 +15,7 @@ partitioning does not bypass it): a custom partitioner exists to be in control.
 
 from __future__ import annotations
 
+import operator
 import random as _random
 import struct
 import time
@@ -25,6 +26,9 @@ from typing import Any
 from kqactors.errors import KafkaError, KafkaException
 
 __all__ = [
+    "murmur2_partition",
+    "consistent_partition",
+    "fnv1a_partition",
     "murmur2",
     "fnv1a",
     "crc32",
@@ -265,3 +269,29 @@ class Partitioner:
                 KafkaError._UNKNOWN_PARTITION,
                 f"Custom partitioner returned {partition!r} for topic {topic} with {partition_count} partitions"))
         return partition
+
+
+# ---- confluent-kafka's module-level partition functions: kqactors.murmur2/consistent/fnv1a -------------
+
+def _partition_of(hash_fn: Callable[[bytes], int], key: Any, partition_count: Any) -> int:
+    if not isinstance(key, bytes):
+        raise TypeError(f"a bytes-like object is required, not '{type(key).__name__}'")
+    count = operator.index(partition_count)
+    if count <= 0:
+        raise ValueError(f"partition_count must be > 0, got {count}")
+    return hash_fn(key) % count
+
+
+def murmur2_partition(key: bytes, partition_count: int) -> int:
+    """The partition of ``key`` by Murmur2 (Java-compatible): confluent_kafka.murmur2(key, partition_count)."""
+    return _partition_of(_positive_murmur2, key, partition_count)
+
+
+def consistent_partition(key: bytes, partition_count: int) -> int:
+    """The partition of ``key`` by CRC32: confluent_kafka.consistent(key, partition_count)."""
+    return _partition_of(zlib.crc32, key, partition_count)
+
+
+def fnv1a_partition(key: bytes, partition_count: int) -> int:
+    """The partition of ``key`` by FNV-1a: confluent_kafka.fnv1a(key, partition_count)."""
+    return _partition_of(fnv1a, key, partition_count)

@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from kqactors.config.librdkafka_table import TABLE as LIBRDKAFKA_TABLE
 from kqactors.config.properties import (
     ALIASES,
+    ASSIGNORS,
     BOOL,
     CALLBACK,
+    DEDICATED,
     ENUM,
     FLAGS,
     FLOAT,
     INT,
+    INTERNAL,
     LIBRDKAFKA_ONLY,
     PARTITIONER,
     POINTER,
@@ -46,6 +51,7 @@ _SCOPE_NAMES = {"P": "producer", "C": "consumer"}
 _TRUE = frozenset({"true", "t", "1"})
 _FALSE = frozenset({"false", "f", "0"})
 _log = logging.getLogger("kqactors.config")
+_ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 
 
 def config_error(message: str) -> KafkaException:
@@ -57,44 +63,42 @@ def _invalid(name: str) -> KafkaException:
     return config_error(f'Invalid value for configuration property "{name}"')
 
 
+def _text(raw: Any) -> str:
+    """The string librdkafka sees: confluent-kafka passes every non-str value through str()."""
+    return raw if isinstance(raw, str) else str(raw)
+
+
+# strtol(3) with base 0 and strtod(3): librdkafka reads the longest numeric prefix and ignores the rest
+# ("10abc" is 10, "1.5" is 1 for an integer property); no prefix at all is an invalid value.
+_STRTOL = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_STRTOD = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)", re.I)
+
+
 def _parse_int(name: str, raw: Any) -> int:
-    if isinstance(raw, bool):
-        raise _invalid(name)
-    if isinstance(raw, int):
+    if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
-    if isinstance(raw, float):
-        if not math.isfinite(raw):
-            raise _invalid(name)
-        return int(raw)  # librdkafka reads "1.5" as 1
-    if isinstance(raw, str):
-        text = raw.strip()
-        try:
-            return int(text, 0)
-        except ValueError:
-            pass
-        try:
-            value = float(text)
-        except ValueError:
-            raise _invalid(name) from None
-        if not math.isfinite(value):
-            raise _invalid(name)
-        return int(value)
-    raise _invalid(name)
+    match = _STRTOL.match(_text(raw))
+    if match is None:
+        raise _invalid(name)
+    sign, digits = match.groups()
+    if digits[:2] in ("0x", "0X"):
+        value = int(digits, 16)
+    elif len(digits) > 1 and digits[0] == "0":
+        value = int(digits, 8)
+    else:
+        value = int(digits)
+    return -value if sign == "-" else value
 
 
 def _parse_float(name: str, raw: Any) -> float:
-    if isinstance(raw, bool):
-        raise _invalid(name)
-    if isinstance(raw, (int, float)):
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         value = float(raw)
-    elif isinstance(raw, str):
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise _invalid(name) from None
     else:
-        raise _invalid(name)
-    if not math.isfinite(value):
+        match = _STRTOD.match(_text(raw))
+        if match is None:
+            raise _invalid(name)
+        value = float(match.group(0))
+    if math.isnan(value):
         raise _invalid(name)
     return value
 
@@ -102,36 +106,34 @@ def _parse_float(name: str, raw: Any) -> float:
 def _parse_bool(name: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
-    if isinstance(raw, int) and raw in (0, 1):
-        return bool(raw)
-    if isinstance(raw, str):
-        text = raw.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
+    text = _text(raw).lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
     raise config_error(f'Expected bool value for "{name}": true or false')
-
-
-def _parse_string(name: str, raw: Any) -> str:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        return str(raw)
-    raise config_error(f'Invalid value type for configuration property "{name}": '
-                       f"expected a string, got {type(raw).__name__}")
 
 
 def _check_range(name: str, prop: Property, value: float) -> None:
     if (prop.min is not None and value < prop.min) or (prop.max is not None and value > prop.max):
         shown = int(value) if isinstance(value, float) and value.is_integer() else value
+        lo, hi = (int(x) if isinstance(x, float) and x.is_integer() else x for x in (prop.min, prop.max))
         raise config_error(f'Configuration property "{name}" value {shown} is outside allowed range '
-                           f"{prop.min}..{prop.max}")
+                           f"{lo}..{hi}\n")
+
+
+# Empty values (None in the dict): librdkafka's words by type; string properties go back to their default.
+_EMPTY = {INT: "Integer configuration property", FLOAT: "Float configuration property",
+          BOOL: "Bool configuration property", ENUM: "Configuration property", FLAGS: "Configuration property"}
 
 
 def parse_value(name: str, prop: Property, raw: Any) -> Any:
-    """Typed, range-checked value of ``raw`` for ``prop`` (``name`` is what the user wrote)."""
+    """Typed, range-checked value of ``raw`` for ``prop``; errors name the property as librdkafka does
+    (by its canonical name, whatever alias ``name`` the application used)."""
     kind = prop.type
+    name = prop.name
+    if raw is None and kind in _EMPTY:
+        raise config_error(f'{_EMPTY[kind]} "{name}" cannot be set to empty value')
     if kind == INT:
         if prop.name == "request.required.acks" and isinstance(raw, str) and raw.strip().lower() == "all":
             return -1
@@ -145,40 +147,58 @@ def parse_value(name: str, prop: Property, raw: Any) -> Any:
     if kind == BOOL:
         return _parse_bool(name, raw)
     if kind == STRING:
-        return _parse_string(name, raw)
+        return prop.default if raw is None else _text(raw)
     if kind == ENUM:
-        text = _parse_string(name, raw).strip().lower()
+        text = _text(raw).strip().lower()
         if text not in prop.choices:
             raise config_error(f'Invalid value "{raw}" for configuration property "{name}"')
         return text
     if kind == FLAGS:
-        items = raw if isinstance(raw, (list, tuple)) else _parse_string(name, raw).split(",")
         values = []
-        for item in items:
-            text = _parse_string(name, item).strip().lower()
+        for item in _text(raw).split(","):
+            text = item.strip().lower()
             if not text:
                 continue
             if text not in prop.choices:
-                raise config_error(f'Invalid value "{text}" for configuration property "{name}"')
+                raise config_error(f'Invalid value "{item.strip()}" for configuration property "{name}"')
             if text not in values:
+                values.append(text)
+        return values
+    if kind == ASSIGNORS:  # a string to librdkafka: the names are checked when a consumer is created
+        values = []
+        for item in _text(raw).split(","):
+            text = item.lstrip()
+            if text and text not in values:
                 values.append(text)
         return values
     if kind == CALLBACK:
         if not callable(raw):
+            if name in ("error_cb", "stats_cb"):
+                raise TypeError(f"expected {name} property as a callable function")
+            if name == "throttle_cb":
+                raise ValueError(f"expected {name} property as a callable function")
             raise config_error(f"{name} requires a callable object")
         return raw
     if kind == PARTITIONER:
         if callable(raw):
             return raw
-        text = _parse_string(name, raw).strip()
+        text = _text(raw).strip()
         if text not in prop.choices:
             raise config_error(f'Invalid value for configuration property "{name}": {text}')
         return text
     if kind == POINTER:
-        if name == "logger" and not callable(getattr(raw, "log", None)):
-            raise config_error('"logger" must be a logging.Logger-like object with a log(level, msg) method')
         return raw
     raise AssertionError(f"unhandled property type {kind}")  # pragma: no cover - table is fixed
+
+
+def _librdkafka_property(name: str) -> Property | None:
+    """The librdkafka property ``name`` that kqactors accepts without implementing, for validation only."""
+    row = LIBRDKAFKA_TABLE.get(name)
+    if row is None:
+        return None
+    kind, scope, lo, hi, choices, topic = row
+    type_ = {"int": INT, "float": FLOAT, "bool": BOOL, "enum": ENUM, "flags": FLAGS}.get(kind, POINTER)
+    return Property(name, type_, scope, None, lo, hi, tuple(c.lower() for c in choices), topic)
 
 
 class Config(Mapping[str, Any]):
@@ -213,18 +233,28 @@ class Config(Mapping[str, Any]):
 
     # -- building ------------------------------------------------------------------------------------
     def _set(self, name: Any, raw: Any, topic_only: bool = False) -> None:
+        # ``topic_only``: from "default.topic.config"; confluent-kafka sets those like top-level properties.
         if not isinstance(name, str):
             raise config_error(f"Configuration property names must be strings, not {type(name).__name__}")
+        if name in INTERNAL:
+            raise config_error(f'Internal property "{name}" not settable')
+        if name in DEDICATED:
+            raise config_error(f'Property "{name}" must be set through dedicated .._set_..() function')
         canonical = ALIASES.get(name, name)
         prop = PROPERTIES.get(canonical)
-        if prop is None or (topic_only and not prop.topic):
-            if name in LIBRDKAFKA_ONLY and not topic_only:
-                self.ignored[name] = raw
-                return
-            raise config_error(f'No such configuration property: "{name}"')
-        if raw is None and prop.type not in (CALLBACK, POINTER):
-            raise _invalid(name)
-        self._values[canonical] = parse_value(name, prop, raw) if raw is not None else None
+        if prop is None:
+            if name not in LIBRDKAFKA_ONLY:
+                raise config_error(f'No such configuration property: "{name}"')
+            # librdkafka still checks the value of a property kqactors does not implement.
+            shadow = _librdkafka_property(name)
+            self.ignored[name] = parse_value(name, shadow, raw) if shadow and shadow.type != POINTER else raw
+            return
+        value = parse_value(name, prop, raw)
+        if value is None and prop.type == STRING:
+            self._values.pop(canonical, None)  # None resets a string property to its default
+            self._explicit.discard(canonical)
+            return
+        self._values[canonical] = value
         self._explicit.add(canonical)
 
     def _warn(self, message: str) -> None:
@@ -287,6 +317,8 @@ class Config(Mapping[str, Any]):
                 self._values["max.in.flight.requests.per.connection"] = 5
             if self.is_set("message.send.max.retries") and self["message.send.max.retries"] < 1:
                 raise self._failed("`retries` must be set >= 1 when `enable.idempotence` is true")
+        if self["enable.gapless.guarantee"] and not self["enable.idempotence"]:
+            raise self._failed("`enable.gapless.guarantee` requires `enable.idempotence` to be enabled")
         linger = self["queue.buffering.max.ms"]
         if self["message.timeout.ms"] != 0 and self["message.timeout.ms"] <= linger:
             raise self._failed("`message.timeout.ms` must be greater than `linger.ms`")
@@ -294,6 +326,9 @@ class Config(Mapping[str, Any]):
             self._values["sticky.partitioning.linger.ms"] = int(min(900000, 2 * linger))
 
     def _finalize_consumer(self) -> None:
+        if not 1 <= self["fetch.min.bytes"] <= 100000000:
+            raise self._failed('Configuration property "fetch.min.bytes" value is outside allowed range '
+                               "1..100000000")
         if self["fetch.max.bytes"] < self["message.max.bytes"]:
             raise self._failed("`fetch.max.bytes` must be >= `message.max.bytes`")
         needed = self["fetch.max.bytes"] + 512
@@ -316,6 +351,9 @@ class Config(Mapping[str, Any]):
             if self["max.poll.interval.ms"] < self["session.timeout.ms"]:
                 raise self._failed("`max.poll.interval.ms`must be >= `session.timeout.ms`")
             strategies = self["partition.assignment.strategy"]
+            for strategy in strategies:
+                if strategy not in _ASSIGNORS or self["group.protocol.type"] != "consumer":
+                    raise self._failed(f"Unsupported partition.assignment.strategy: {strategy}")
             if not strategies:
                 raise self._failed("partition.assignment.strategy must name at least one assignor")
             if "cooperative-sticky" in strategies and len(strategies) > 1:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["Property", "PROPERTIES", "ALIASES", "LIBRDKAFKA_ONLY", "PYTHON_ONLY", "BOOL", "INT", "FLOAT",
-           "STRING", "ENUM", "FLAGS", "CALLBACK", "POINTER", "PARTITIONER"]
+           "STRING", "ENUM", "FLAGS", "CALLBACK", "POINTER", "PARTITIONER", "ASSIGNORS", "DEDICATED", "INTERNAL"]
 
 BOOL = "bool"
 INT = "int"
@@ -23,6 +23,7 @@ FLAGS = "flags"        # comma-separated subset of ``choices`` (stored as a list
 CALLBACK = "callback"  # Python callable; never leaves the app process
 POINTER = "pointer"    # any Python object (opaque, logger); never leaves the app process
 PARTITIONER = "partitioner"  # a built-in partitioner name or a Python callable
+ASSIGNORS = "assignors"  # partition.assignment.strategy: a CSV string, names checked when a consumer starts
 
 INT32_MAX = 2147483647
 
@@ -94,7 +95,6 @@ _TABLE: tuple[Property, ...] = (
     _p("throttle_cb", CALLBACK, "*"),
     _p("stats_cb", CALLBACK, "*"),
     _p("logger", POINTER, "*", doc="logging.Logger-like object (has .log(level, msg))"),
-    _p("opaque", POINTER, "*"),
     # ---- producer --------------------------------------------------------------------------------
     _p("transactional.id", STRING, "P", ""),
     _p("transaction.timeout.ms", INT, "P", 60000, 1000, INT32_MAX),
@@ -122,8 +122,7 @@ _TABLE: tuple[Property, ...] = (
     # ---- consumer --------------------------------------------------------------------------------
     _p("group.id", STRING, "C", ""),
     _p("group.instance.id", STRING, "C", ""),
-    _p("partition.assignment.strategy", FLAGS, "C", ["range", "roundrobin"],
-       choices=("range", "roundrobin", "cooperative-sticky")),
+    _p("partition.assignment.strategy", ASSIGNORS, "C", ["range", "roundrobin"]),
     _p("session.timeout.ms", INT, "C", 45000, 1, 3600000),
     _p("heartbeat.interval.ms", INT, "C", 3000, 1, 3600000),
     _p("group.protocol.type", STRING, "C", "consumer"),
@@ -166,14 +165,21 @@ ALIASES: dict[str, str] = {
     "acks": "request.required.acks",
     "delivery.timeout.ms": "message.timeout.ms",
     "max.partition.fetch.bytes": "fetch.message.max.bytes",
-    "dr_cb": "on_delivery",
-    "dr_msg_cb": "on_delivery",
-    "offset_commit_cb": "on_commit",
 }
 
 # Keys that only exist at the confluent-kafka Python level (not librdkafka properties).
 PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "logger", "on_delivery", "on_commit",
                          "default.topic.config", "kqactors.hosts"})
+
+# librdkafka properties set through a dedicated C API: librdkafka refuses them in a configuration dict
+# ("must be set through dedicated .._set_..() function"); INTERNAL ones are "not settable" at all.
+# confluent-kafka itself takes error_cb, throttle_cb, stats_cb and oauth_cb before librdkafka sees them.
+DEDICATED = frozenset("""
+background_event_cb closesocket_cb connect_cb consume_cb default_topic_conf dr_cb dr_msg_cb log_cb
+msg_order_cmp oauthbearer_token_refresh_cb offset_commit_cb opaque open_cb partitioner_cb rebalance_cb
+resolve_cb socket_cb ssl.certificate.verify_cb ssl_engine_callback_data
+""".split())
+INTERNAL = frozenset({"ssl_key", "ssl_certificate", "ssl_ca", "interceptors"})
 
 # Callbacks accepted for compatibility that kqactors never calls (a warning says so; see config.py).
 UNCALLED_CALLBACKS = frozenset({"throttle_cb"})

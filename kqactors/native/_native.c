@@ -54,7 +54,7 @@
  * the stored values are exactly what Message.__init__ would store. */
 static const char *const message_slot_names[M_NSLOTS] = {
     "_topic", "_partition", "_offset", "_key", "_value", "_headers", "_error", "_timestamp", "_latency",
-    "_leader_epoch"};
+    "_leader_epoch", "_delivery_count"};
 PyTypeObject *message_type = NULL;  /* strong reference */
 static Py_ssize_t message_offsets[M_NSLOTS];
 

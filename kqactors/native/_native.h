@@ -17,7 +17,7 @@
 /* ---- _native.c: the Message class that delivery reports and takes build (bind_message()) ---- */
 
 enum { M_TOPIC, M_PARTITION, M_OFFSET, M_KEY, M_VALUE, M_HEADERS, M_ERROR, M_TIMESTAMP, M_LATENCY,
-       M_LEADER_EPOCH, M_NSLOTS };
+       M_LEADER_EPOCH, M_DELIVERY_COUNT, M_NSLOTS };
 extern PyTypeObject *message_type;  /* strong reference, NULL until bind_message() */
 /* A new Message; `values` are borrowed, NULL meaning None. Returns a new reference or NULL. */
 PyObject *new_message(PyObject *const values[M_NSLOTS]);

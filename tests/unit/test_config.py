@@ -12,6 +12,7 @@ import msgpack
 import pytest
 
 from kqactors.config import ALIASES, LIBRDKAFKA_ONLY, PROPERTIES, Config
+from kqactors.config.properties import DEDICATED
 from kqactors.errors import KafkaError, KafkaException
 
 CONFIGURATION_MD = Path("/work/shared/librdkafka-docs/CONFIGURATION.md")
@@ -59,31 +60,47 @@ def test_aliases_resolve_last_setting_wins():
 
 def test_unknown_property_message():
     assert _error({"foo": 1}) == 'No such configuration property: "foo"'
-    assert _error({"default.topic.config": {"linger.ms": 5}}) == 'No such configuration property: "linger.ms"'
+    assert _error({"default.topic.config": {"nope": 5}}) == 'No such configuration property: "nope"'
+    # like confluent-kafka, default.topic.config takes any property, not only topic-level ones
+    assert Config({"default.topic.config": {"linger.ms": 5}})["linger.ms"] == 5
 
 
 @pytest.mark.parametrize("conf,message", [
-    ({"linger.ms": -5}, 'Configuration property "linger.ms" value -5 is outside allowed range 0..900000'),
+    ({"linger.ms": -5}, 'Configuration property "queue.buffering.max.ms" value -5 is outside allowed range '
+                        '0..900000\n'),
     ({"session.timeout.ms": 0}, 'Configuration property "session.timeout.ms" value 0 is outside allowed range'),
     ({"batch.size": "abc"}, 'Invalid value for configuration property "batch.size"'),
     ({"batch.size": True}, 'Invalid value for configuration property "batch.size"'),
-    ({"batch.size": None}, 'Invalid value for configuration property "batch.size"'),
-    ({"linger.ms": float("nan")}, 'Invalid value for configuration property "linger.ms"'),
-    ({"compression.type": "brotli"}, 'Invalid value "brotli" for configuration property "compression.type"'),
+    ({"batch.size": None}, 'Integer configuration property "batch.size" cannot be set to empty value'),
+    ({"linger.ms": None}, 'Float configuration property "queue.buffering.max.ms" cannot be set to empty value'),
+    ({"linger.ms": float("nan")}, 'Invalid value for configuration property "queue.buffering.max.ms"'),
+    ({"compression.type": "brotli"}, 'Invalid value "brotli" for configuration property "compression.codec"'),
     ({"enable.idempotence": "maybe"}, 'Expected bool value for "enable.idempotence": true or false'),
     ({"enable.idempotence": 2}, 'Expected bool value for "enable.idempotence": true or false'),
-    ({"acks": "bogus"}, 'Invalid value for configuration property "acks"'),
+    ({"acks": "bogus"}, 'Invalid value for configuration property "request.required.acks"'),
+    ({"socket.max.fails": -5}, 'Configuration property "socket.max.fails" value -5 is outside allowed range'),
+    ({"metadata.recovery.strategy": "x"}, 'Invalid value "x" for configuration property "metadata.recovery'),
+    ({"dr_msg_cb": print}, 'Property "dr_msg_cb" must be set through dedicated .._set_..() function'),
+    ({"opaque": 1}, 'Property "opaque" must be set through dedicated .._set_..() function'),
+    ({"ssl_key": 1}, 'Internal property "ssl_key" not settable'),
+    ({"enable.gapless.guarantee": True}, "Failed to create producer: `enable.gapless.guarantee` requires"),
     ({"debug": "bogus"}, 'Invalid value "bogus" for configuration property "debug"'),
     ({"partitioner": "bogus"}, 'Invalid value for configuration property "partitioner": bogus'),
-    ({"error_cb": 5}, "error_cb requires a callable object"),
     ({"on_delivery": "x"}, "on_delivery requires a callable object"),
-    ({"client.id": ["x"]}, 'Invalid value type for configuration property "client.id"'),
-    ({"logger": object()}, '"logger" must be a logging.Logger-like object'),
     ({"default.topic.config": 5}, '"default.topic.config" must be a dict'),
     ({5: 1}, "Configuration property names must be strings"),
 ])
 def test_invalid_values_name_property_and_problem(conf, message):
     assert _error(conf, kind="consumer" if "session" in str(conf) else "producer").startswith(message)
+
+
+def test_callback_type_errors_like_confluent_kafka():
+    with pytest.raises(TypeError, match="expected error_cb property as a callable function"):
+        Config({"error_cb": 5})
+    with pytest.raises(ValueError, match="expected throttle_cb property as a callable function"):
+        Config({"throttle_cb": None})
+    assert Config({"client.id": ["x"]})["client.id"] == "['x']"  # str() of anything, like confluent-kafka
+    assert Config({"retries": "10abc"})["retries"] == 10  # strtol(): the numeric prefix
 
 
 def test_config_must_be_a_mapping():
@@ -131,7 +148,8 @@ def test_default_topic_config_merges_and_top_level_wins():
                 "request.timeout.ms": 500, "acks": 0})
     assert c["acks"] == 0 and c["message.timeout.ms"] == 1000 and c["request.timeout.ms"] == 500
     assert c["auto.offset.reset"] == "earliest"
-    assert _error({"default.topic.config": {"acks": "x"}}) == 'Invalid value for configuration property "acks"'
+    assert _error({"default.topic.config": {"acks": "x"}}) == ('Invalid value for configuration property '
+                                                             '"request.required.acks"')
 
 
 # ---- cross-property rules ----------------------------------------------------------------------------
@@ -188,7 +206,8 @@ def test_consumer_rules():
         {**base, "group.protocol": "consumer", "partition.assignment.strategy": "range"}, "consumer")
     assert "must have the same protocol type" in _error(
         {**base, "partition.assignment.strategy": "cooperative-sticky,range"}, "consumer")
-    assert 'Invalid value "bogus"' in _error({**base, "partition.assignment.strategy": "range,bogus"}, "consumer")
+    assert _error({**base, "partition.assignment.strategy": "range,bogus"}, "consumer") == (
+        "Failed to create consumer: Unsupported partition.assignment.strategy: bogus")
     c = Config({**base, "auto.offset.reset": "EARLIEST", "partition.assignment.strategy": "cooperative-sticky"},
                kind="consumer")
     assert c["auto.offset.reset"] == "earliest" and c["partition.assignment.strategy"] == ["cooperative-sticky"]
@@ -204,9 +223,9 @@ def test_to_dict_is_msgpack_and_pickle_safe_and_round_trips():
         return 0
 
     c = Config({"bootstrap.servers": "h:1", "linger.ms": 7, "on_delivery": on_delivery, "error_cb": print,
-                "partitioner": my_partitioner, "opaque": object(), "debug": "all"})
+                "partitioner": my_partitioner, "logger": logging.getLogger("x"), "debug": "all"})
     shipped = c.to_dict()
-    assert "on_delivery" not in shipped and "error_cb" not in shipped and "opaque" not in shipped
+    assert "on_delivery" not in shipped and "error_cb" not in shipped and "logger" not in shipped
     assert shipped["partitioner"] == "custom"
     wire = msgpack.unpackb(msgpack.packb(shipped))
     pickle.loads(pickle.dumps(shipped))
@@ -215,7 +234,7 @@ def test_to_dict_is_msgpack_and_pickle_safe_and_round_trips():
     assert again["linger.ms"] == 7 and again["debug"] == ["all"] and again.is_set("linger.ms")
     assert not again.is_set("batch.size") and again["batch.size"] == 1000000
     assert c.callbacks() == {"on_delivery": on_delivery, "error_cb": print, "partitioner": my_partitioner,
-                             "opaque": c["opaque"]}
+                             "logger": c["logger"]}
     assert again.callbacks() == {}
 
 
@@ -253,5 +272,5 @@ def test_table_facts_agree_with_librdkafka_configuration_md():
             assert default_text == str(prop.default), name
     for name in LIBRDKAFKA_ONLY:
         assert name not in PROPERTIES
-    unknown = set(facts) - set(PROPERTIES) - set(ALIASES) - LIBRDKAFKA_ONLY
+    unknown = set(facts) - set(PROPERTIES) - set(ALIASES) - LIBRDKAFKA_ONLY - DEDICATED
     assert not unknown, f"librdkafka properties neither implemented nor listed as ignored: {sorted(unknown)}"

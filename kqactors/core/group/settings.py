@@ -1,7 +1,7 @@
 """Runs in: the main host (built from the consumer's validated config when the cgrp is created). Owns the
 consumer-group properties the state machines need, their librdkafka defaults, and the checks librdkafka
-makes on them (a group.id, one rebalance protocol across the configured assignors, heartbeat < session), and
-which group protocol runs (classic, or KIP-848 with its server-side assignor).
+makes on them (a group.id, one rebalance protocol across the configured assignors; like librdkafka, not
+heartbeat.interval.ms against session.timeout.ms, which the broker checks), and which group protocol runs (classic, or KIP-848 with its server-side assignor).
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ class GroupSettings:
             raise _invalid(str(exc)) from None
         if len({a.rebalance_protocol for a in assignors}) > 1:
             raise _invalid("partition.assignment.strategy cannot mix eager and cooperative assignors")
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise _invalid("heartbeat.interval.ms must be lower than session.timeout.ms")
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
                      "retry_backoff_ms", "retry_backoff_max_ms"):
             if getattr(self, name) <= 0:

@@ -111,6 +111,12 @@ class ClientHandle:
         """Call ``handler(host, names, restarts)`` for each host death, from ``serve_notices``."""
         self._down_handlers.append(handler)
 
+    def wake_on_notice(self, wake: Callable[[], Any]) -> None:
+        """Call ``wake()`` (on the supervisor's thread: keep it to setting an event) as each notice arrives, for
+        a facade whose serving thread sleeps meanwhile (the producer's flusher)."""
+        assert self.notices is not None, "the client handle was not started"
+        self.notices.on_enqueue = lambda _queue: wake()
+
     def serve_notices(self) -> None:
         """Hand the monitor's ACTORS_DOWN notices to the handlers, oldest first. Never blocks and never pumps
         the transport: the supervisor enqueued them itself, so any thread may call this (the producer's

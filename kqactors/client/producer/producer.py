@@ -152,8 +152,7 @@ class Producer(_ProducerBase):
         # host after the other inside the first produce()'s hand-over.
         self._rt = handle.start(MAIN_FACTORY, [TOPPAR_FACTORY])
         # A host's death wakes the flusher, which serves the notice before its next hand-over.
-        wake = self._wake
-        handle.notices.on_enqueue = lambda _queue: wake.set()
+        handle.wake_on_notice(self._wake.set)
         self._toppar_args = {"settings": self._settings.to_dict()}
         self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held)
         self._flusher = threading.Thread(target=self._flush_loop, name="kqactors-producer-flusher", daemon=True)

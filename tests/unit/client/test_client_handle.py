@@ -122,7 +122,7 @@ def test_started_handle_reports_a_dead_host_to_its_handlers() -> None:
         assert rt.host_keys == ["h0", "h1"] and handle.toppar_hosts() == range(1, 2)
         assert rt.request("main", Op("ECHO", 1), 10).payload == 1
         woken = threading.Event()
-        handle.notices.on_enqueue = lambda _q: woken.set()
+        handle.wake_on_notice(woken.set)
         handle.serve_notices()
         assert deaths == []
         rt.kill_host("h0")

@@ -132,3 +132,20 @@ def test_started_handle_reports_a_dead_host_to_its_handlers() -> None:
     finally:
         handle.close()
     handle.close()  # twice is fine
+
+
+def test_a_fatal_err_reaches_the_producer_through_its_handle() -> None:
+    from kqactors import Producer
+
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "kqactors.hosts": 0, "error_cb": errors.append})
+    try:
+        served = producer._handle_op(Op(ops.ERR, ops.err_payload(KafkaError.INVALID_PRODUCER_EPOCH, "fenced",
+                                                                 fatal=True)))
+        assert served == 1 and errors and errors[0].fatal()
+        assert producer._fatal is errors[0] is producer._handle.fatal
+        with pytest.raises(KafkaException) as info:
+            producer.produce("t", b"v")
+        assert info.value.args[0].code() == KafkaError._FATAL
+    finally:
+        producer.close(timeout=0)

@@ -20,6 +20,9 @@ CB = 0x2  # served by calling the callback registered under ``cb_id`` in the rec
 TERMINATE = "TERMINATE"
 CHILD_EXITED = "CHILD_EXITED"
 POISON = "POISON"
+# A monitor's notice (Runtime.monitor): a host died and its actors with it. Payload: host (its key), names
+# (the actors it ran), restarts (how often that host has died so far, this time included), exitcode.
+ACTORS_DOWN = "ACTORS_DOWN"
 
 # Reserved addresses.
 APP = "app"  # the app process' mailbox (reply queues, events)

@@ -1,6 +1,7 @@
 """Runs in: the app process. Owns Runtime, the public entry of the actor runtime: it starts the host
 processes (through the supervisor), places named actors on them, and gives the app its mailbox: send,
-blocking and asynchronous requests, reply queues the app polls, callbacks, and an orderly close().
+blocking and asynchronous requests, reply queues the app polls, callbacks, monitors (ACTORS_DOWN notices
+when a host dies) and an orderly close().
 
 Only the app blocks. Fork-safe: a Runtime used from a forked child raises ActorError(FORKED) at once.
 """
@@ -21,7 +22,7 @@ from typing import Any
 import zmq
 
 from .host import ACTOR_SPAWNED, ACTOR_STOPPED, APP_KEY, HOST_DOWN
-from .op import APP, HOST_CONTROL, REPLY, ActorError, ErrorCode, Op, OpError
+from .op import ACTORS_DOWN, APP, HOST_CONTROL, REPLY, ActorError, ErrorCode, Op, OpError
 from .process_control import ZmqControl
 from .queue import CallbackRegistry, OpQueue
 from .supervisor import Supervisor
@@ -117,6 +118,9 @@ class _Plumbing:
         self.outbox: ZmqOutbox | None = None
         self.control: ZmqControl | InprocNetwork | None = None
         self.supervisor: Supervisor | None = None
+        # The monitors' queues (Runtime.monitor). Weak: a queue's waiter is its Runtime, which must stay
+        # collectable while the supervisor (held here) runs.
+        self.monitors: weakref.WeakSet[AppQueue] = weakref.WeakSet()
         self.send_lock = threading.Lock()
         self.close_lock = threading.Lock()
         _live_plumbing.add(self)
@@ -186,7 +190,7 @@ class Runtime:
                 p.control = ZmqControl(p.context, p.run_dir, self._host_died_hook(p), log_level)
             else:
                 p.control = InprocNetwork(self._host_died_hook(p))
-            p.supervisor = Supervisor(p.control, self.host_keys, restart_delay)
+            p.supervisor = Supervisor(p.control, self.host_keys, restart_delay, on_down=self._down_hook(p))
             p.supervisor.start(start_timeout)
         except BaseException:
             p.close(timeout=1.0)
@@ -197,6 +201,14 @@ class Runtime:
         def hook(key: str, exitcode: int | None) -> None:
             if p.supervisor is not None:
                 p.supervisor.host_died(key, exitcode)
+        return hook
+
+    @staticmethod
+    def _down_hook(p: _Plumbing) -> Callable[[str, list[str], int, int | None], None]:
+        def hook(key: str, names: list[str], restarts: int, exitcode: int | None) -> None:
+            payload = {"host": key, "names": names, "restarts": restarts, "exitcode": exitcode}
+            for queue in list(p.monitors):
+                queue.enqueue(Op(ACTORS_DOWN, dict(payload), target=APP, qid=queue.qid))
         return hook
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -344,6 +356,21 @@ class Runtime:
         self._check_usable()
         queue = AppQueue(next(self._qids), self._wait_until, self._callbacks, serve)
         self._queues[queue.qid] = queue
+        return queue
+
+    def monitor(self, queue: AppQueue | None = None) -> AppQueue:
+        """Monitor every actor, as an Erlang process monitors another: when a host dies, an ACTORS_DOWN op
+        (payload: host, names, restarts, exitcode) lands on ``queue`` (default: a new one, returned). The
+        supervisor enqueues it itself the moment it learns of the death, before the restart and before
+        anything can reach the restarted actors, without the transport: a thread that never pumps (a
+        producer's flusher) sees it too, with ``queue.pop()``. Set ``queue.on_enqueue`` to be woken. The
+        runtime keeps only a weak reference: a queue nobody holds stops being notified."""
+        self._check_usable()
+        if queue is None:
+            queue = self.new_queue()
+        elif not isinstance(queue, AppQueue):
+            raise TypeError("queue must come from Runtime.new_queue() (or be Runtime.events)")
+        self._plumbing.monitors.add(queue)
         return queue
 
     def register_callback(self, fn: Callable[[Op], Any]) -> int:

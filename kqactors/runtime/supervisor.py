@@ -1,6 +1,7 @@
 """Runs in: the app process. Owns placement (which host runs which named actor), spawning actors on hosts,
-and the restart sequence after a host dies: fail requests pending on its actors, wait, restart the host,
-re-spawn its actors from their specs, then tell each actor's logical parent with a CHILD_EXITED op.
+and the restart sequence after a host dies: tell the monitors (``on_down``: the app's ACTORS_DOWN notices,
+the moment the death is known), fail requests pending on its actors, wait, restart the host, re-spawn its
+actors from their specs, then tell each actor's logical parent with a CHILD_EXITED op.
 
 Transport-neutral: process launching and control messaging are behind a ControlChannel (ZeroMQ +
 subprocesses in process_control.py, in-process hosts in transport_inproc.py).
@@ -49,7 +50,8 @@ class Supervisor:
     restarting a dead host."""
 
     def __init__(self, channel: ControlChannel, host_keys: list[str], restart_delay: float,
-                 on_restarted: Callable[[str], None] | None = None) -> None:
+                 on_restarted: Callable[[str], None] | None = None,
+                 on_down: Callable[[str, list[str], int, int | None], None] | None = None) -> None:
         self.channel = channel
         self.host_keys = list(host_keys)
         self.restart_delay = restart_delay
@@ -58,6 +60,9 @@ class Supervisor:
         self.restarts: dict[str, int] = dict.fromkeys(host_keys, 0)
         self.closing = threading.Event()
         self.on_restarted = on_restarted
+        #: on_down(host, names, restarts, exitcode), called on the thread that learned of the death, under
+        #: the supervisor's lock: before anything can be sent to the host's restarted actors
+        self.on_down = on_down
         self._lock = threading.RLock()
 
     def host_of(self, name: str) -> str | None:
@@ -146,6 +151,11 @@ class Supervisor:
             self.restarts[key] = self.restarts.get(key, 0) + 1
             self.channel.forget(key)
             lost = [n for n, spec in self.specs.items() if spec.host == key]
+            if self.on_down is not None:
+                try:
+                    self.on_down(key, list(lost), self.restarts[key], exitcode)
+                except Exception:  # noqa: BLE001 - a monitor must not stop the restart
+                    log.exception("notifying the monitors of host %s failed", key)
             down = Op(HOST_DOWN, {"names": lost, "host": key}, target=HOST_CONTROL)
             self.channel.send(APP_KEY, [down])
             self._broadcast(down, exclude=key)

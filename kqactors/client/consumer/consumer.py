@@ -1,11 +1,13 @@
 """The Consumer facade: confluent-kafka's Consumer API on top of the actor runtime.
 
-Runs in: the app process (the user's thread). Owns the public Consumer: the runtime (``main`` on host 0,
-consumer toppar actors spread over the other hosts), the assignment and its versions (``PositionTable``),
-the queue of fetched batches served by poll()/consume() (``MessageBatch``: messages are built only when
-taken), prefetch credit returned as the application consumes (``CreditReturner``), seek/pause/resume,
-watermarks, offsets_for_times, list_topics, error_cb and close. Group methods delegate to
-``kqactors.client.consumer.group.GroupClient`` (see docs/consumer-ops.md).
+Runs in: the app process (the user's thread). Owns the public Consumer: its consumer toppar actors
+(spread over the toppar hosts; ``main`` is the client handle's), the assignment and its versions
+(``PositionTable``), the queue of fetched batches served by poll()/consume() (``MessageBatch``: messages
+are built only when taken), prefetch credit returned as the application consumes (``CreditReturner``),
+seek/pause/resume, restarting a ctoppar whose host died at the app's position, watermarks,
+offsets_for_times and close. Group methods delegate to ``kqactors.client.consumer.group.GroupClient``
+(see docs/consumer-ops.md). What every client shares (runtime start, error_cb, statistics, host-death
+notices, list_topics) is the client handle's (kqactors.client.handle), held as ``_handle``.
 
 Waiting: poll()/consume() wait in short slices so Ctrl+C (KeyboardInterrupt) interrupts them promptly.
 """
@@ -15,16 +17,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kqactors.client.consumer.group import GroupClient
 from kqactors.client.consumer.offsets import OffsetLookup
-from kqactors.client.metadata import ClusterMetadata
+from kqactors.client.handle import ClientHandle, ClusterMetadata, timeout_seconds
 from kqactors.config import Config
 from kqactors.core.consumer import CreditReturner, MessageBatch, PositionTable, partition_limits
 from kqactors.core.consumer.settings import FetchSettings
-from kqactors.core.stats import StatsEmitter
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import (
     OFFSET_BEGINNING,
@@ -36,8 +37,7 @@ from kqactors.message import (
 )
 from kqactors.ops import client as ops
 from kqactors.ops import consumer as cops
-from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
-from kqactors.runtime.runtime import Runtime
+from kqactors.runtime.op import ActorError, Op
 
 __all__ = ["Consumer"]
 
@@ -73,14 +73,6 @@ def _check_offset(offset: int, what: str) -> int:
     raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"{what}(): invalid offset {offset}"))
 
 
-def _timeout_seconds(timeout: Any, default: float = float("inf")) -> float:
-    if timeout is None:
-        return default
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number, not {type(timeout).__name__}")
-    return default if timeout < 0 else float(timeout)
-
-
 class _Toppar:
     """App-side handle of one spawned consumer toppar actor."""
 
@@ -101,42 +93,29 @@ class Consumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         conf = Config(config, kind="consumer", **kwargs)
-        if not conf.get("bootstrap.servers"):
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers must be set"))
-        callbacks = conf.callbacks()
+        self._handle = handle = ClientHandle(conf, "consumer", _log)
         self._conf = conf
-        self._error_cb: Callable[[KafkaError], Any] | None = callbacks.get("error_cb")
-        self._logger = callbacks.get("logger") or _log
-        shipped = conf.to_dict()
-        self._stats = StatsEmitter.from_config(callbacks.get("stats_cb"), "consumer",
-                                               int(conf["statistics.interval.ms"]), str(conf["client.id"]))
-        if self._stats is None:
-            shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
-        self._settings = FetchSettings.from_config(shipped)
-        self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
+        self._logger = handle.logger
+        self._settings = FetchSettings.from_config(handle.shipped)
+        self._socket_timeout_s = handle.socket_timeout_s
         self._positions = PositionTable(auto_store=self._settings.enable_auto_offset_store)
         self._returner = CreditReturner()
         self._ready: deque[MessageBatch] = deque()
         self._toppars: dict[Key, _Toppar] = {}
-        self._restarts_seen: dict[str, int] = {}
         self._watermarks: dict[Key, tuple[int, int]] = {}
         self._topic_errors: dict[str, int] = {}
         self._unsent: dict[tuple[str, str], Op] = {}
         self._closed = False
-        self._hosts = int(conf["kqactors.hosts"])
-        self._rt = Runtime(hosts=self._hosts + 1)
+        self._hosts = handle.hosts
         self._toppars_per_host = [0] * self._hosts
-        try:
-            # The toppar hosts import the decode pipeline while the main host starts main: not one host after
-            # the other at the first assign() (~0.15 s each), and nothing here waits for it.
-            self._rt.preload([CTOPPAR_FACTORY], range(1, self._hosts + 1) if self._hosts else [0])
-            self._rt.spawn("main", MAIN_FACTORY, {"config": shipped}, host=0)
-        except BaseException:
-            self._rt.close()
-            raise
-        self._toppar_args = {"settings": self._settings.to_dict(), "app_qid": 0}
-        self._offsets = OffsetLookup(self._rt, self._settings.read_committed, self._socket_timeout_s)
         self._group: GroupClient | None = None
+        handle.stats_fields = self._stats_fields
+        handle.on_actors_down(self._actors_down)
+        # The toppar hosts import the decode pipeline while the main host starts main: not one host after
+        # the other at the first assign() (~0.15 s each), and nothing here waits for it.
+        self._rt = handle.start(MAIN_FACTORY, [CTOPPAR_FACTORY])
+        self._toppar_args = {"settings": self._settings.to_dict(), "app_qid": 0}
+        self._offsets = OffsetLookup(handle, self._settings.read_committed, self._socket_timeout_s)
         if conf.get("group.id"):
             self._group = GroupClient(self, self._rt, self._conf)
 
@@ -332,7 +311,7 @@ class Consumer:
     def poll(self, timeout: float | None = None) -> Message | None:
         """One message (or error/EOF event), waiting up to ``timeout`` seconds (None/-1: forever)."""
         self._check_open()
-        messages = self._consume(1, _timeout_seconds(timeout))
+        messages = self._consume(1, timeout_seconds(timeout))
         return messages[0] if messages else None
 
     def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[Message]:
@@ -342,7 +321,7 @@ class Consumer:
             raise TypeError("num_messages must be an int")
         if not 0 < num_messages <= _MAX_CONSUME:
             raise ValueError(f"num_messages must be between 1 and {_MAX_CONSUME}")
-        return self._consume(num_messages, _timeout_seconds(timeout))
+        return self._consume(num_messages, timeout_seconds(timeout))
 
     def _consume(self, limit: int, timeout: float) -> list[Message]:
         deadline = time.monotonic() + timeout
@@ -403,7 +382,7 @@ class Consumer:
         while op is not None:
             self._handle_op(op)
             op = events.poll(0)
-        self._check_restarts()
+        self._handle.serve_notices()  # a host died: see _actors_down
         if self._unsent:
             self._retry_unsent()
 
@@ -421,21 +400,14 @@ class Consumer:
             self._on_toppar_ready(payload["topic"], payload["partition"], payload.get("incarnation"))
         elif op.type == ops.TOPIC_PARTITIONS:
             self._on_topic_partitions(payload)
-        elif op.type == ops.ERR:
-            self._on_error(KafkaError(int(payload.get("code", KafkaError._FAIL)), payload.get("reason") or None,
-                                      fatal=bool(payload.get("fatal"))))
-        elif op.type == ops.STATS:
-            self._emit_stats(op.payload)
-        elif op.type == CHILD_EXITED:
-            pass  # restarts are noticed by _check_restarts
+        elif self._handle.handle_op(op) is not None:  # ERR, STATS, CHILD_EXITED (restarts: _actors_down)
+            pass
         elif self._group is not None and hasattr(self._group, "handle_op"):
             self._group.handle_op(op)
 
-    def _emit_stats(self, snapshot: Any) -> None:
-        """Complete main's snapshot with what only the app knows (positions, stored and committed offsets,
-        the group) and hand it to stats_cb."""
-        if self._stats is None:
-            return
+    def _stats_fields(self) -> tuple[dict[str, Any], dict[Key, dict[str, Any]]]:
+        """What only the app knows (positions, stored and committed offsets, the fetch queue, the group), for
+        the handle to complete main's statistics snapshot with."""
         queued: dict[Key, list[int]] = {}
         for batch in self._ready:  # fetched messages waiting for consume(): librdkafka's fetch queue
             counts = queued.setdefault((batch.topic, batch.partition), [0, 0])
@@ -450,13 +422,7 @@ class Consumer:
         app_fields: dict[str, Any] = {"replyq": len(self._ready), "msg_cnt": 0, "msg_size": 0}
         if self._group is not None:
             app_fields["cgrp"] = self._group.stats()
-        self._stats.deliver(snapshot, app_fields, partitions)
-
-    def _on_error(self, error: KafkaError) -> None:
-        if self._error_cb is not None:
-            self._error_cb(error)
-        else:
-            self._logger.log(logging.ERROR, f"kqactors consumer error: {error}")
+        return app_fields, partitions
 
     def _on_topic_partitions(self, payload: dict[str, Any]) -> None:
         """Assigned partitions of a topic that does not exist (or lacks them) surface as consumer errors."""
@@ -496,15 +462,17 @@ class Consumer:
             self._positions.seek(topic, partition, part.restart_offset, part.leader_epoch)
             self._restart(part)
 
-    def _check_restarts(self) -> None:
-        for key in self._rt.host_keys:  # the main host too: with kqactors.hosts=0 it runs the ctoppars
-            restarts = self._rt.host_restarts(key)
-            if restarts != self._restarts_seen.get(key, 0):
-                self._restarts_seen[key] = restarts
-                for (topic, partition), toppar in list(self._toppars.items()):
-                    if toppar.host == key and toppar.restarts != restarts:
-                        toppar.restarts = restarts
-                        self._restart_toppar(toppar, topic, partition)
+    def _actors_down(self, host: str, names: list[str], restarts: int) -> None:
+        """A host died (served in poll()'s thread): the group learns first whether its actor went with it
+        (on_lost runs, the assignment is dropped), then each ctoppar of that host (the main host too: with
+        kqactors.hosts=0 it runs the ctoppars) starts again at the app's position; ops to it that cannot be
+        sent while the host restarts are kept and sent once it is back."""
+        if self._group is not None and hasattr(self._group, "on_actors_down"):
+            self._group.on_actors_down(host, names, restarts)
+        for (topic, partition), toppar in list(self._toppars.items()):
+            if toppar.host == host and toppar.restarts != restarts:
+                toppar.restarts = restarts
+                self._restart_toppar(toppar, topic, partition)
 
     # ---- offsets and metadata ----------------------------------------------------------------------------
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,
@@ -517,7 +485,7 @@ class Consumer:
         if cached:
             return self._watermarks.get((partition.topic, partition.partition), (OFFSET_INVALID, OFFSET_INVALID))
         return self._offsets.watermarks(partition.topic, partition.partition,
-                                        _timeout_seconds(timeout, self._socket_timeout_s))
+                                        timeout_seconds(timeout, self._socket_timeout_s))
 
     def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None
                           ) -> list[TopicPartition]:
@@ -526,7 +494,7 @@ class Consumer:
         self._check_open()
         partitions = _check_partitions(partitions, "offsets_for_times")
         results = self._offsets.list_offsets([(tp.topic, tp.partition, tp.offset) for tp in partitions],
-                                             _timeout_seconds(timeout, self._socket_timeout_s))
+                                             timeout_seconds(timeout, self._socket_timeout_s))
         out = []
         for tp in partitions:
             code, offset = results[(tp.topic, tp.partition)]
@@ -537,11 +505,9 @@ class Consumer:
         return out
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """Cluster metadata (all topics, or just ``topic``); raises KafkaException on timeout or error."""
         self._check_open()
-        if topic is not None and not isinstance(topic, str):
-            raise TypeError("topic must be a str or None")
-        return self._offsets.metadata([topic] if topic else None,
-                                      _timeout_seconds(timeout, self._socket_timeout_s))
+        return self._handle.list_topics(topic, timeout)
 
     # ---- group methods (kqactors/client/consumer/group.py) ---------------------------------------------------
     def _require_group(self, what: str) -> Any:
@@ -588,7 +554,7 @@ class Consumer:
         finally:
             self._closed = True
             self._ready.clear()
-            self._rt.close()
+            self._handle.close()
 
     def __enter__(self) -> Consumer:
         return self

@@ -3,13 +3,15 @@ unsubscribe, commit, committed, store_offsets, memberid, consumer_group_metadata
 of rebalances: the app's on_assign / on_revoke / on_lost callbacks run here, in the thread that called
 poll()/consume() (or close()), and the group's start offsets are applied to the Consumer.
 
-The group itself runs in the `cgrp` actor (kqactors.actors.cgrp) on main's host. This side keeps only what the
+The group itself runs in the `cgrp` actor (spawned by name, CGRP_FACTORY) on main's host. This side keeps only what the
 app thread touches per call: the stored offsets not yet shipped (they ride on the next op to the actor), the
 partitions the group gave us, and the member id / generation pushed by the actor.
 
 Hooks the Consumer provides (docs/consumer-ops.md, "Changes (groups)"): ``_apply_assignment(partitions,
 incremental=True, add=bool)``, ``position(partitions)``, ``assignment()``; optional ``_app_queue`` (an
-AppQueue this client's queue is forwarded to) and ``_deliver_error(KafkaError)``.
+AppQueue this client's queue is forwarded to) and ``_deliver_error(KafkaError)``. The Consumer hands it the
+client handle's host-death notices (``on_actors_down``): a cgrp actor that died with its host is a lost
+assignment and a rejoin.
 """
 
 from __future__ import annotations
@@ -113,9 +115,8 @@ class GroupClient:
         if target is not None:
             self._queue.forward_to(target)
         host = runtime.host_of("main") if hasattr(runtime, "host_of") else None
-        self._host_key = runtime.spawn(actor_name, CGRP_FACTORY, {"config": shipped, "app_qid": self._queue.qid},
-                                       host=host if host is not None else 0)
-        self._host_restarts = self._restarts()
+        runtime.spawn(actor_name, CGRP_FACTORY, {"config": shipped, "app_qid": self._queue.qid},
+                      host=host if host is not None else 0)
         self._topics: list[str] = []
         self._resubscribe = False
         self._callbacks: dict[str, Callable[..., Any] | None] = {ASSIGN: None, REVOKE: None, LOST: None}
@@ -329,8 +330,6 @@ class GroupClient:
         the actor the app is alive (max.poll.interval.ms), shipping stored offsets, at most every 250 ms."""
         if self._closed:
             return
-        if self._restarts() != self._host_restarts:
-            self._actor_restarted()
         if self._queue.forwarded_to is None:
             while (op := self._queue.poll(0)) is not None:
                 self.handle_op(op)
@@ -350,16 +349,15 @@ class GroupClient:
             log.debug("consumer group actor unreachable: %s", exc)
             return False
 
-    def _restarts(self) -> int:
-        try:
-            return int(self._rt.host_restarts(self._host_key)) if isinstance(self._host_key, str) else 0
-        except Exception:  # noqa: BLE001 - a runtime without restart counters
-            return 0
+    def on_actors_down(self, host: str, names: list[str], restarts: int) -> None:
+        """A host died (the client handle's notice, served in poll()'s thread); only the cgrp actor's own
+        host matters here."""
+        if not self._closed and self._name in names:
+            self._actor_restarted()
 
     def _actor_restarted(self) -> None:
-        """The cgrp actor's host died and was restarted with a fresh actor: what we held is lost (on_lost
+        """The cgrp actor's host died and is restarted with a fresh actor: what we held is lost (on_lost
         runs), and the subscription is sent again so the new actor rejoins the group."""
-        self._host_restarts = self._restarts()
         log.warning("consumer group actor restarted: assignment lost, rejoining")
         lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
         self._drop(lost)

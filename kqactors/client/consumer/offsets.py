@@ -1,10 +1,10 @@
-"""Offset look-ups for the Consumer facade: watermarks, offsets_for_times and cluster metadata.
+"""Offset look-ups for the Consumer facade: watermarks and offsets_for_times.
 
-Runs in: the app process (blocking calls made by the application thread). Owns asking ``main`` for metadata
-(to find each partition's leader, cached between calls) and sending ListOffsets REQUESTs straight to the
-leaders' broker actors
-(the ``ListOffsets`` request kind is registered by ``kqactors.actors.broker.fetching``), with one deadline for the
-whole call and clear KafkaExceptions for every failure.
+Runs in: the app process (blocking calls made by the application thread). Owns finding each partition's
+leader (from the client handle's metadata, the last answer cached between calls, list_topics' too) and
+sending ListOffsets REQUESTs straight to the leaders' broker actors, with one deadline for the whole call
+and clear KafkaExceptions for every failure. The request kind travels by name ("ListOffsets", one of the
+kinds in kqactors.protocol.requests that broker actors serve): the app imports no protocol or actor code.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from kqactors.client.metadata import ClusterMetadata, request_metadata
+from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import client as ops
 from kqactors.runtime.op import ActorError, Op
-from kqactors.runtime.runtime import Runtime
 
 __all__ = ["OffsetLookup", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP"]
 
@@ -29,7 +28,7 @@ _RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILAB
 
 
 class OffsetLookup:
-    """Blocking metadata and ListOffsets calls through the consumer's runtime.
+    """Blocking ListOffsets calls through the consumer's client handle (metadata) and runtime (requests).
 
     Leaders come from the last metadata this lookup saw while it holds every topic asked about; a leader
     or transport error (or a missing topic) fetches fresh metadata for the retry. The ListOffsets requests
@@ -38,16 +37,20 @@ class OffsetLookup:
     requests in order, so each may wait behind that connection's held Fetch (fetch.wait.max.ms).
     """
 
-    def __init__(self, runtime: Runtime, read_committed: bool, default_timeout_s: float) -> None:
-        self._rt = runtime
+    def __init__(self, handle: ClientHandle, read_committed: bool, default_timeout_s: float) -> None:
+        assert handle.rt is not None, "the client handle was not started"
+        self._handle = handle
+        self._rt = handle.rt
         self._read_committed = read_committed
         self.default_timeout_s = default_timeout_s
         self._cluster: ClusterMetadata | None = None
+        handle.on_metadata(self._remember)
+
+    def _remember(self, cluster: ClusterMetadata) -> None:
+        self._cluster = cluster
 
     def metadata(self, topics: list[str] | None, timeout: float) -> ClusterMetadata:
-        cluster = request_metadata(self._rt, topics, timeout, allow_auto_create=False)
-        self._cluster = cluster
-        return cluster
+        return self._handle.metadata(topics, timeout, allow_auto_create=False)
 
     def _leaders_of(self, topics: list[str], fresh: bool, timeout: float) -> ClusterMetadata:
         cached = self._cluster

@@ -1,10 +1,12 @@
 """The Producer facade: confluent-kafka's Producer API on top of the actor runtime.
 
 Runs in: the app process (the user's threads, plus one background flusher thread). Owns the public
-Producer: argument checking, partitioning, the per-partition append buffers (``producer_buffers``), the
-flusher that hands buffers to toppar actors in batches (spawning a toppar actor the first time a
-partition is used), delivery reports served by poll()/flush(), BufferError backpressure (optionally
-blocking), purge, list_topics, error_cb and close.
+Producer: argument checking, partitioning, the per-partition append buffers (``buffers``), the flusher
+that hands buffers to toppar actors in batches (spawning a toppar actor the first time a partition is
+used), delivery reports served by poll()/flush(), BufferError backpressure (optionally blocking), purge,
+what a toppar host's death costs (the messages it held fail; the restarted toppar is told first) and
+close. What every client shares (runtime start, error_cb, statistics, host-death notices, list_topics) is
+the client handle's (kqactors.client.handle), which the Producer holds as ``_handle``.
 
 Hot path (produce): check types, choose the partition, append to a buffer under one lock. With the C
 extension (kqactors.native) Producer derives from ``kqactors.native._native.ProducerCore``, whose C produce()
@@ -24,21 +26,19 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kqactors.client.metadata import ClusterMetadata, request_metadata
+from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.producer.buffers import new_producer_buffers
 from kqactors.client.producer.unassigned import HeldMessage, UnassignedMessages
 from kqactors.config import Config
 from kqactors.core.producer.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 from kqactors.core.producer.settings import ProducerSettings
-from kqactors.core.stats import StatsEmitter
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.native import NATIVE
 from kqactors.ops import client as ops
 from kqactors.ops import producer as pops
 from kqactors.ops.producer import FATAL, FLUSH, PURGE, RESTARTED
 from kqactors.partitioner import Partitioner
-from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
-from kqactors.runtime.runtime import Runtime
+from kqactors.runtime.op import ActorError, Op
 
 __all__ = ["Producer"]
 
@@ -54,7 +54,7 @@ _FLUSH_MESSAGES = 4096
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
 _METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0
-_IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (it also notices host restarts)
+_IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (a host's death wakes it)
 # A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
 # failed (retriable _TRANSPORT) and the spawn is tried again with the partition's next messages, instead of
 # stalling every partition's hand-over for the runtime's default 30 s.
@@ -111,30 +111,22 @@ class Producer(_ProducerBase):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         conf = Config(config, kind="producer", **kwargs)
-        if not conf.get("bootstrap.servers"):
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers must be set"))
-        callbacks = conf.callbacks()
-        self._on_delivery: Callable[..., Any] | None = callbacks.get("on_delivery")
-        self._error_cb: Callable[[KafkaError], Any] | None = callbacks.get("error_cb")
-        self._logger = callbacks.get("logger") or _log
+        self._handle = handle = ClientHandle(conf, "producer", _log)
+        self._on_delivery: Callable[..., Any] | None = handle.callbacks.get("on_delivery")
+        self._logger = handle.logger
         self._only_errors = bool(conf["delivery.report.only.error"])
         self._partitioner = Partitioner(conf["partitioner"], int(conf["sticky.partitioning.linger.ms"]))
         # Null-key fast path: topic → (partition, wall-clock ms it expires at, partition count).
         self._null_sticky_ms = self._partitioner.null_key_sticky_ms
         self._null_sticky: dict[str, tuple[int, int, int]] = {}
-        shipped = conf.to_dict()
-        self._stats = StatsEmitter.from_config(callbacks.get("stats_cb"), "producer",
-                                               int(conf["statistics.interval.ms"]), str(conf["client.id"]))
-        if self._stats is None:
-            shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
-        self._settings = ProducerSettings.from_config(shipped)
+        self._settings = ProducerSettings.from_config(handle.shipped)
         self._max_message_bytes = int(conf["message.max.bytes"])
         self._max_payload_bytes = self._max_message_bytes - RECORD_MAX_OVERHEAD
         self._flush_messages = _FLUSH_MESSAGES  # unsent messages that produce() hands over (C produce too)
         self._checked_cb: Callable[..., Any] | None = None  # the last callback known to be callable
         self._buffers = new_producer_buffers(int(conf["queue.buffering.max.messages"]),
                                              int(conf["queue.buffering.max.kbytes"]))
-        self._socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
+        self._socket_timeout_s = handle.socket_timeout_s
         linger_s = self._settings.linger_ms / 1000.0
         self._tick_s = min(max(linger_s / 2, 0.0005), 0.005)
         # linger.ms=0 asks for latency: the first message after a hand-over wakes the flusher at once (as
@@ -150,17 +142,17 @@ class Producer(_ProducerBase):
         self._flushing = 0
         self._wake = threading.Event()
         self._handover_lock = threading.Lock()  # the flusher's hand-over, or produce()'s (see _hand_over_now)
-        self._hosts = int(conf["kqactors.hosts"])
-        self._restarts_seen: dict[str, int] = {}
-        self._rt = Runtime(hosts=self._hosts + 1)
-        try:
-            # The toppar hosts import the producer pipeline while the main host starts main, rather than one
-            # host after the other inside the first produce()'s hand-over.
-            self._rt.preload([TOPPAR_FACTORY], range(1, self._hosts + 1) if self._hosts else [0])
-            self._rt.spawn("main", MAIN_FACTORY, {"config": shipped}, host=0)
-        except BaseException:
-            self._rt.close()
-            raise
+        self._hosts = handle.hosts
+        handle.stats_fields = self._stats_fields
+        handle.on_fatal = self._on_fatal
+        handle.on_restarted = self._on_restarted
+        handle.on_metadata(self._note_partition_counts)
+        handle.on_actors_down(self._actors_down)
+        # The toppar hosts import the producer pipeline while the main host starts main, rather than one
+        # host after the other inside the first produce()'s hand-over.
+        self._rt = handle.start(MAIN_FACTORY, [TOPPAR_FACTORY])
+        # A host's death wakes the flusher, which serves the notice before its next hand-over.
+        handle.wake_on_notice(self._wake.set)
         self._toppar_args = {"settings": self._settings.to_dict()}
         self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held)
         self._flusher = threading.Thread(target=self._flush_loop, name="kqactors-producer-flusher", daemon=True)
@@ -389,29 +381,21 @@ class Producer(_ProducerBase):
             if count > 0:
                 self._partition_counts[payload["topic"]] = count
             return 0
-        if op.type == CHILD_EXITED:
-            self._wake.set()  # the flusher reports what the dead host held (see _check_restarts)
-            return 0
-        if op.type == ops.STATS:
-            if self._stats is None:
-                return 0
-            buffers = self._buffers
-            self._stats.deliver(op.payload, {
-                "replyq": len(buffers.ready), "msg_cnt": len(self), "msg_size": buffers.nbytes,
-                "msg_max": buffers.max_messages, "msg_size_max": buffers.max_bytes})
-            return 1
-        if op.type == ops.ERR:
-            error = KafkaError(int(payload.get("code", KafkaError._FAIL)), payload.get("reason") or None,
-                               fatal=bool(payload.get("fatal")))
-            if error.fatal() and self._fatal is None:
-                self._fatal = error
-                self._broadcast(Op(FATAL, {"code": error.code(), "reason": error.str()}))
-            if self._error_cb is not None:
-                self._error_cb(error)
-            else:
-                self._logger.log(logging.ERROR, f"kqactors producer error: {error}")
-            return 1
-        return 0
+        return self._handle.handle_op(op) or 0  # ERR, STATS, CHILD_EXITED
+
+    def _stats_fields(self) -> tuple[dict[str, Any], None]:
+        """The producer's own statistics fields (the handle adds them to main's snapshot)."""
+        buffers = self._buffers
+        return {"replyq": len(buffers.ready), "msg_cnt": len(self), "msg_size": buffers.nbytes,
+                "msg_max": buffers.max_messages, "msg_size_max": buffers.max_bytes}, None
+
+    def _on_fatal(self, error: KafkaError) -> None:
+        """The first fatal error (idempotence): every toppar stops producing; produce() raises from now on."""
+        self._fatal = error
+        self._broadcast(Op(FATAL, {"code": error.code(), "reason": error.str()}))
+
+    def _on_restarted(self, op: Op) -> None:
+        self._wake.set()  # a dead host's toppars are back: hand over what waits for them
 
     def _serve_ready(self) -> int:
         ready = self._buffers.ready
@@ -472,19 +456,18 @@ class Producer(_ProducerBase):
     # ---- metadata ------------------------------------------------------------------------------------
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """Cluster metadata (all topics, or just ``topic``); raises KafkaException on timeout or error."""
-        if topic is not None and not isinstance(topic, str):
-            raise TypeError("topic must be a str or None")
-        if timeout is None or timeout < 0:
-            timeout = self._socket_timeout_s
-        return self._metadata([topic] if topic else None, timeout, allow_auto_create=False)
+        self._check_open()
+        return self._handle.list_topics(topic, timeout)
 
     def _metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
         self._check_open()
-        cluster = request_metadata(self._rt, topics, timeout, allow_auto_create)
+        return self._handle.metadata(topics, timeout, allow_auto_create)
+
+    def _note_partition_counts(self, cluster: ClusterMetadata) -> None:
+        """Every metadata answer (list_topics too) teaches the partition counts produce() needs."""
         for name, meta in cluster.topics.items():
             if meta.error is None and meta.partitions:
                 self._partition_counts[name] = len(meta.partitions)
-        return cluster
 
     # ---- flusher thread -------------------------------------------------------------------------------
     def _flush_loop(self) -> None:
@@ -527,7 +510,7 @@ class Producer(_ProducerBase):
         return True
 
     def _hand_over(self) -> None:
-        self._check_restarts()
+        self._handle.serve_notices()  # a toppar host died since the last one: see _actors_down
         taken = self._buffers.take_all()
         if not taken:
             return
@@ -575,23 +558,13 @@ class Producer(_ProducerBase):
             if op.type == RESTARTED:
                 buf.restart_notice = False
 
-    def _check_restarts(self) -> None:
+    def _actors_down(self, host: str, names: list[str], restarts: int) -> None:
         """A toppar host died (kill -9, crash): whatever its toppars held is gone with it. Report those
         messages failed (_FAIL; they may or may not have reached the broker) and tell the restarted toppar
-        before its first new messages, so an idempotent one moves to a new epoch first."""
-        changed = []
-        for key in self._rt.host_keys:
-            restarts = self._rt.host_restarts(key)
-            if restarts != self._restarts_seen.get(key, 0):
-                self._restarts_seen[key] = restarts
-                changed.append(key)
-        if not changed:
-            return
+        before its first new messages, so an idempotent one moves to a new epoch first. Runs on the thread
+        that hands over, under the hand-over lock, before the hand-over that follows the death."""
         for buf in list(self._buffers.partitions.values()):
-            if not buf.spawned or buf.host not in changed:
-                continue
-            restarts = self._restarts_seen[buf.host]
-            if restarts == buf.incarnation:
+            if not buf.spawned or buf.host != host or restarts == buf.incarnation:
                 continue
             buf.incarnation = restarts
             buf.restart_notice = True
@@ -676,7 +649,7 @@ class Producer(_ProducerBase):
             try:
                 self._serve_ready()
             finally:
-                self._rt.close()
+                self._handle.close()
 
     def __enter__(self) -> Producer:
         return self

@@ -1,9 +1,10 @@
-"""Cluster metadata objects returned by ``Producer.list_topics()``, shaped like confluent-kafka's.
+"""Cluster metadata as every client returns it from ``list_topics()``, shaped like confluent-kafka's.
 
-Runs in: the app process. Owns ClusterMetadata / BrokerMetadata / TopicMetadata / PartitionMetadata, the
-blocking METADATA request both clients send to ``main``, and their construction from the wire dict it returns (see kqactors.protocol.requests:
-brokers as [node_id, host, port, rack], topics as [name, error, topic_id, partitions], partitions as
-[id, leader, leader_epoch, replicas, isr, error]).
+Runs in: the app process (part of the client handle, kqactors.client.handle, which every facade shares).
+Owns ClusterMetadata / BrokerMetadata / TopicMetadata / PartitionMetadata, the blocking METADATA request a
+client sends to ``main`` (``request_metadata``), and their construction from the wire dict main returns
+(see kqactors.protocol.requests: brokers as [node_id, host, port, rack], topics as [name, error, topic_id,
+partitions], partitions as [id, leader, leader_epoch, replicas, isr, error]).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from kqactors.runtime.op import ActorError, Op
 if TYPE_CHECKING:
     from kqactors.runtime.runtime import Runtime
 
-__all__ = ["ClusterMetadata", "BrokerMetadata", "TopicMetadata", "PartitionMetadata", "cluster_from_wire"]
+__all__ = ["ClusterMetadata", "BrokerMetadata", "TopicMetadata", "PartitionMetadata", "cluster_from_wire",
+           "request_metadata"]
 
 
 class BrokerMetadata:

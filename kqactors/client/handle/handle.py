@@ -1,0 +1,188 @@
+"""The client handle: what every client facade shares, as librdkafka's ``rd_kafka_t`` is shared by its
+producer and consumer.
+
+Runs in: the app process, inside a facade (Producer, Consumer; an AdminClient will be the third), which
+holds one ClientHandle and calls it from its own threads. Owns the client's runtime from start to close
+(the configuration shipped to the actors, the Runtime with its main host and K toppar hosts, ``main``
+spawned on host 0, the facade's toppar pipeline preloaded on the toppar hosts), error_cb and the ERR op
+(fatal errors recorded once), statistics (stats_cb: main's snapshot completed with the fields only the
+facade knows), host deaths (the runtime's monitor: ACTORS_DOWN notices handed to the facade's handlers
+when the facade serves them, and CHILD_EXITED when a restarted actor is back) and cluster metadata
+(``list_topics``, and every blocking METADATA request, with the facades' listeners told of each answer).
+
+What is left to a facade is its own plane: which actors it spawns where, its ops, its hot path. The
+handle never runs on produce()/poll()'s per-message path; a facade calls ``handle_op`` only for ops that
+are not its own, and ``serve_notices`` costs one ``len()`` when nothing died.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kqactors.client.handle.metadata import ClusterMetadata, request_metadata
+from kqactors.config import Config
+from kqactors.core.stats import StatsEmitter
+from kqactors.errors import KafkaError, KafkaException
+from kqactors.ops import client as ops
+from kqactors.runtime.op import CHILD_EXITED, Op
+from kqactors.runtime.runtime import AppQueue, Runtime
+
+__all__ = ["ClientHandle", "DownHandler", "timeout_seconds"]
+
+DownHandler = Callable[[str, list[str], int], None]
+"""handler(host key, names of the actors it ran, how often that host has died so far)."""
+
+StatsFields = Callable[[], tuple[dict[str, Any], dict[tuple[str, int], dict[str, Any]] | None]]
+"""() -> (the app's client-level statistics fields, per-partition fields or None)."""
+
+
+def timeout_seconds(timeout: Any, default: float = float("inf")) -> float:
+    """A facade's ``timeout`` argument in seconds: None or negative means ``default``."""
+    if timeout is None:
+        return default
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number, not {type(timeout).__name__}")
+    return default if timeout < 0 else float(timeout)
+
+
+class ClientHandle:
+    """One client's shared part. ``kind`` is "producer" or "consumer" (statistics name the client
+    ``<client.id>#<kind>-<n>``; logged errors say "kqactors <kind> error"). Construction validates the
+    configuration and prepares what the actors get (``shipped``); ``start`` starts the processes."""
+
+    def __init__(self, conf: Config, kind: str, logger: logging.Logger) -> None:
+        if not conf.get("bootstrap.servers"):
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers must be set"))
+        self.conf = conf
+        self.kind = kind
+        self.callbacks: dict[str, Any] = conf.callbacks()
+        self.error_cb: Callable[[KafkaError], Any] | None = self.callbacks.get("error_cb")
+        self.logger: Any = self.callbacks.get("logger") or logger
+        #: the configuration as plain data, for the actors (config ships to hosts as a dict)
+        self.shipped: dict[str, Any] = conf.to_dict()
+        self.stats = StatsEmitter.from_config(self.callbacks.get("stats_cb"), kind,
+                                              int(conf["statistics.interval.ms"]), str(conf["client.id"]))
+        if self.stats is None:
+            self.shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
+        self.socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
+        #: toppar host processes (kqactors.hosts); 0 puts the toppars on the main host
+        self.hosts = int(conf["kqactors.hosts"])
+        #: the first fatal error main reported (librdkafka's rk_fatal), or None
+        self.fatal: KafkaError | None = None
+        self.rt: Runtime | None = None
+        self.notices: AppQueue | None = None
+        self.stats_fields: StatsFields = lambda: ({}, None)
+        self.on_fatal: Callable[[KafkaError], Any] | None = None
+        self.on_restarted: Callable[[Op], Any] | None = None
+        self._down_handlers: list[DownHandler] = []
+        self._metadata_listeners: list[Callable[[ClusterMetadata], Any]] = []
+
+    # ---- processes ---------------------------------------------------------------------------------------
+    def toppar_hosts(self) -> range:
+        """Indexes of the hosts that run toppar actors: 1..K, or the main host alone when K is 0."""
+        return range(1, self.hosts + 1) if self.hosts else range(0, 1)
+
+    def start(self, main_factory: str, preload: Iterable[str] = ()) -> Runtime:
+        """Start the hosts (main's and the toppar hosts), spawn ``main`` from ``main_factory`` with the shipped
+        configuration, have the toppar hosts import ``preload`` meanwhile (rather than one host after the
+        other when the first toppar is spawned) and monitor every host. On failure nothing is left running."""
+        rt = Runtime(hosts=self.hosts + 1)
+        try:
+            preload = list(preload)
+            if preload:
+                rt.preload(preload, self.toppar_hosts())
+            rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
+            self.notices = rt.monitor()
+        except BaseException:
+            rt.close()
+            raise
+        self.rt = rt
+        return rt
+
+    def close(self) -> None:
+        """Stop every process of this client (safe to call twice, and before ``start``)."""
+        if self.rt is not None:
+            self.rt.close()
+
+    # ---- host deaths -------------------------------------------------------------------------------------
+    def on_actors_down(self, handler: DownHandler) -> None:
+        """Call ``handler(host, names, restarts)`` for each host death, from ``serve_notices``."""
+        self._down_handlers.append(handler)
+
+    def wake_on_notice(self, wake: Callable[[], Any]) -> None:
+        """Call ``wake()`` (on the supervisor's thread: keep it to setting an event) as each notice arrives, for
+        a facade whose serving thread sleeps meanwhile (the producer's flusher)."""
+        assert self.notices is not None, "the client handle was not started"
+        self.notices.on_enqueue = lambda _queue: wake()
+
+    def serve_notices(self) -> None:
+        """Hand the monitor's ACTORS_DOWN notices to the handlers, oldest first. Never blocks and never pumps
+        the transport: the supervisor enqueued them itself, so any thread may call this (the producer's
+        flusher does, before each hand-over)."""
+        notices = self.notices
+        if notices is None or not len(notices):
+            return
+        op = notices.pop()
+        while op is not None:
+            payload = op.payload
+            for handler in self._down_handlers:
+                handler(payload["host"], list(payload.get("names") or ()), int(payload["restarts"]))
+            op = notices.pop()
+
+    # ---- client-level ops ------------------------------------------------------------------------------
+    def handle_op(self, op: Op) -> int | None:
+        """Serve a client-level op from the events queue: ERR (error_cb; a fatal error is recorded and
+        ``on_fatal`` called the first time), STATS (stats_cb) and CHILD_EXITED (``on_restarted``). Returns
+        the number of application callbacks it served, or None when the op is not one of these."""
+        kind = op.type
+        if kind == ops.STATS:
+            if self.stats is None:
+                return 0
+            fields, partitions = self.stats_fields()
+            self.stats.deliver(op.payload, fields, partitions)
+            return 1
+        if kind == ops.ERR:
+            payload = op.payload if isinstance(op.payload, dict) else {}
+            error = KafkaError(int(payload.get("code", KafkaError._FAIL)), payload.get("reason") or None,
+                               fatal=bool(payload.get("fatal")))
+            if error.fatal() and self.fatal is None:
+                self.fatal = error
+                if self.on_fatal is not None:
+                    self.on_fatal(error)
+            self.report_error(error)
+            return 1
+        if kind == CHILD_EXITED:
+            if self.on_restarted is not None:
+                self.on_restarted(op)
+            return 0
+        return None
+
+    def report_error(self, error: KafkaError) -> None:
+        """error_cb, or the client's logger when there is none."""
+        if self.error_cb is not None:
+            self.error_cb(error)
+        else:
+            self.logger.log(logging.ERROR, f"kqactors {self.kind} error: {error}")
+
+    # ---- metadata ------------------------------------------------------------------------------------------
+    def on_metadata(self, listener: Callable[[ClusterMetadata], Any]) -> None:
+        """Call ``listener(cluster)`` with every metadata answer (partition counts, leaders to cache)."""
+        self._metadata_listeners.append(listener)
+
+    def metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
+        """Cluster metadata from ``main`` (blocking); raises KafkaException on timeout or error."""
+        assert self.rt is not None, "the client handle was not started"
+        cluster = request_metadata(self.rt, topics, timeout, allow_auto_create)
+        for listener in self._metadata_listeners:
+            listener(cluster)
+        return cluster
+
+    def list_topics(self, topic: str | None = None, timeout: Any = -1) -> ClusterMetadata:
+        """The facades' list_topics(): all topics, or just ``topic``; ``timeout`` None/-1 means
+        socket.timeout.ms. Never creates a topic."""
+        if topic is not None and not isinstance(topic, str):
+            raise TypeError("topic must be a str or None")
+        return self.metadata([topic] if topic else None, timeout_seconds(timeout, self.socket_timeout_s),
+                             allow_auto_create=False)

@@ -24,14 +24,11 @@ import time
 from typing import Any
 
 from kqactors.actors.main import BROKER_FACTORY, broker_connection_config
-from kqactors.core.group import (
+from kqactors.core.group.actions import (
     Action,
     Closed,
     CommitResult,
-    ConsumerProtocolMachine,
     CoordinatorChanged,
-    GroupSettings,
-    GroupStateMachine,
     RebalanceCallback,
     RequestMetadata,
     SendRequest,
@@ -40,7 +37,10 @@ from kqactors.core.group import (
     SurfaceError,
 )
 from kqactors.core.group.commits import COORDINATOR_ERRORS
+from kqactors.core.group.consumer_protocol import ConsumerProtocolMachine
+from kqactors.core.group.machine import GroupStateMachine
 from kqactors.core.group.requests import coordinator_from_response, offset_fetch_partitions
+from kqactors.core.group.settings import GroupSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, TopicPartition
 from kqactors.ops import client as ops

@@ -27,14 +27,10 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from kqactors.core.consumer import (
-    FetchedSlice,
-    FetchSettings,
-    MessageBatchWriter,
-    PrefetchCredit,
-    SliceDecoder,
-)
-from kqactors.core.consumer.settings import EARLIEST, ERROR
+from kqactors.core.consumer.decoder import FetchedSlice, SliceDecoder
+from kqactors.core.consumer.packing import MessageBatchWriter
+from kqactors.core.consumer.prefetch import PrefetchCredit
+from kqactors.core.consumer.settings import EARLIEST, ERROR, FetchSettings
 from kqactors.errors import KafkaError
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END
 from kqactors.ops import client as ops

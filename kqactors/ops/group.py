@@ -11,6 +11,11 @@ from typing import Any
 from kqactors.errors import KafkaError
 from kqactors.message import TopicPartition
 
+# the kind of a CGRP_REBALANCE (and of the state machine's RebalanceCallback action)
+ASSIGN = "assign"
+REVOKE = "revoke"
+LOST = "lost"
+
 CGRP_SUBSCRIBE = "CGRP_SUBSCRIBE"          # app → cgrp request {topics}
 CGRP_UNSUBSCRIBE = "CGRP_UNSUBSCRIBE"      # app → cgrp request {stored}
 CGRP_POLL = "CGRP_POLL"                    # app → cgrp {stored}: poll()/consume() was called

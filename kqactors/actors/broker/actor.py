@@ -25,7 +25,7 @@ from kqactors.actors.broker import transport as transports
 from kqactors.actors.broker.sink import ProduceSink
 from kqactors.actors.broker.source import FetchSource
 from kqactors.core.connection import Completion, Connection, ConnState, ReconnectBackoff, Request
-from kqactors.core.consumer import FetchSettings
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.core.stats import broker_stats, monotonic_us
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops

@@ -20,8 +20,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kqactors.core.connection import Completion, ConnState, Request
-from kqactors.core.consumer import FetchPlan, FetchPlanner, FetchSettings
-from kqactors.core.consumer.planner import AWAITING_RESET
+from kqactors.core.consumer.planner import AWAITING_RESET, FetchPlan, FetchPlanner
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END
 from kqactors.ops import client as ops

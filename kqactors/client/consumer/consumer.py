@@ -24,7 +24,9 @@ from kqactors.client.consumer.group import GroupClient
 from kqactors.client.consumer.offsets import OffsetLookup
 from kqactors.client.handle import ClientHandle, ClusterMetadata, timeout_seconds
 from kqactors.config import Config
-from kqactors.core.consumer import CreditReturner, MessageBatch, PositionTable, partition_limits
+from kqactors.core.consumer.packing import MessageBatch
+from kqactors.core.consumer.position import PositionTable
+from kqactors.core.consumer.prefetch import CreditReturner, partition_limits
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import (
@@ -43,7 +45,7 @@ __all__ = ["Consumer"]
 
 _log = logging.getLogger("kqactors.client.consumer.consumer")
 
-MAIN_FACTORY = "kqactors.actors.broker.fetching:ConsumerMainActor"
+MAIN_FACTORY = "kqactors.actors.consumer_main:ConsumerMainActor"
 CTOPPAR_FACTORY = "kqactors.actors.ctoppar:ConsumerTopparActor"
 _WAIT_SLICE_S = 0.1          # longest uninterrupted wait: keeps Ctrl+C prompt
 _MAX_CONSUME = 1_000_000
@@ -564,7 +566,7 @@ class Consumer:
 
 
 def _error_batch(topic: str, partition: int, version: int, code: int, reason: str) -> MessageBatch:
-    from kqactors.core.consumer import MessageBatchWriter
+    from kqactors.core.consumer.packing import MessageBatchWriter
 
     writer = MessageBatchWriter()
     writer.add_error(OFFSET_INVALID, code, reason)

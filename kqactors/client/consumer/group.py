@@ -22,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kqactors.core.group import ASSIGN, LOST, REVOKE, GroupSettings
+from kqactors.core.group.settings import GroupSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
 from kqactors.ops.group import (
     APP_OP_TYPES,
+    ASSIGN,
     CGRP_CLOSE,
     CGRP_COMMIT,
     CGRP_COMMIT_RESULT,
@@ -40,6 +41,8 @@ from kqactors.ops.group import (
     CGRP_STATE,
     CGRP_SUBSCRIBE,
     CGRP_UNSUBSCRIBE,
+    LOST,
+    REVOKE,
     partitions_from_wire,
 )
 from kqactors.runtime.op import ActorError, Op

@@ -8,28 +8,3 @@ Flow: app PositionTable (versions) → toppar VersionGate → broker FetchPlanne
 FetchedSlice (payload + raw records frame) → toppar SliceDecoder → DecodedBatch frame (counted by
 PrefetchCredit, which opens/closes the planner's flow) → app MessageBatch.take() → CreditReturner → toppar.
 """
-
-from kqactors.core.consumer.classify import FetchErrorAction, classify_fetch_error
-from kqactors.core.consumer.decoder import DecodedBatch, FetchedSlice, SliceDecoder, decode_records_into
-from kqactors.core.consumer.packing import MessageBatch, MessageBatchWriter
-from kqactors.core.consumer.planner import (
-    FetchOutcome,
-    FetchPlan,
-    FetchPlanner,
-    FetchTarget,
-    OffsetReset,
-    PartitionError,
-)
-from kqactors.core.consumer.position import PartitionPosition, PositionTable, VersionGate
-from kqactors.core.consumer.prefetch import CreditReturner, PrefetchCredit, partition_limits
-from kqactors.core.consumer.settings import FetchSettings
-
-__all__ = [
-    "FetchErrorAction", "classify_fetch_error",
-    "DecodedBatch", "FetchedSlice", "SliceDecoder", "decode_records_into",
-    "MessageBatch", "MessageBatchWriter",
-    "FetchOutcome", "FetchPlan", "FetchPlanner", "FetchTarget", "OffsetReset", "PartitionError",
-    "PartitionPosition", "PositionTable", "VersionGate",
-    "CreditReturner", "PrefetchCredit", "partition_limits",
-    "FetchSettings",
-]  # fmt: skip

@@ -24,14 +24,7 @@ __all__ = [
     "CommitResult",
     "SurfaceError",
     "Closed",
-    "ASSIGN",
-    "REVOKE",
-    "LOST",
 ]
-
-ASSIGN = "assign"
-REVOKE = "revoke"
-LOST = "lost"
 
 
 class Action:

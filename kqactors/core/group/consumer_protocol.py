@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from kqactors.core.group.actions import ASSIGN, LOST, REVOKE, RequestMetadata
+from kqactors.core.group.actions import RequestMetadata
 from kqactors.core.group.assignors import TopicPartitionKey
 from kqactors.core.group.commits import COORDINATOR_ERRORS
 from kqactors.core.group.machine import _DEFAULT_REQUEST_TIMEOUT_MS, GroupStateMachine
@@ -28,6 +28,7 @@ from kqactors.core.group.settings import GroupSettings
 from kqactors.core.group.states import JoinState
 from kqactors.core.group.topic_ids import TargetAssignment, TopicIdMap, target_from_response
 from kqactors.errors import KafkaError
+from kqactors.ops.group import ASSIGN, LOST, REVOKE
 
 __all__ = ["ConsumerProtocolMachine", "HEARTBEAT_API", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "new_member_id"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kqactors.core.group.actions import ASSIGN, REVOKE, RequestMetadata
+from kqactors.core.group.actions import RequestMetadata
 from kqactors.core.group.assignors import assignor_for
 from kqactors.core.group.commits import COORDINATOR_ERRORS
 from kqactors.core.group.member_metadata import (
@@ -22,6 +22,7 @@ from kqactors.core.group.member_metadata import (
 )
 from kqactors.core.group.states import JOINING_STATES, JoinState
 from kqactors.errors import KafkaError, KafkaException
+from kqactors.ops.group import ASSIGN, REVOKE
 
 _JOIN_TIMEOUT_GRACE_MS = 5000  # JoinGroup is parked by the broker for up to the rebalance timeout
 _RESET_ERRORS = (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION)

@@ -16,9 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kqactors.core.group.actions import (
-    ASSIGN,
-    LOST,
-    REVOKE,
     Action,
     Closed,
     CoordinatorChanged,
@@ -38,6 +35,7 @@ from kqactors.core.group.settings import GroupSettings
 from kqactors.core.group.states import JOINING_STATES, CoordState, JoinState
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, OFFSET_STORED, TopicPartition
+from kqactors.ops.group import ASSIGN, LOST, REVOKE
 
 __all__ = ["GroupStateMachine", "CoordState", "JoinState"]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kqactors.actors import ctoppar
-from kqactors.core.consumer import FetchedSlice, MessageBatch
+from kqactors.core.consumer.decoder import FetchedSlice
+from kqactors.core.consumer.packing import MessageBatch
 from kqactors.ops import client as ops
 from kqactors.ops import consumer as cops
 from kqactors.ops import producer as pops

@@ -7,7 +7,9 @@ import struct
 
 import pytest
 
-from kqactors.core.consumer import FetchedSlice, FetchSettings, MessageBatch, SliceDecoder
+from kqactors.core.consumer.decoder import FetchedSlice, SliceDecoder
+from kqactors.core.consumer.packing import MessageBatch
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError
 from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
 from kqactors.records import LZ4, ZSTD, build_batch, build_control_batch

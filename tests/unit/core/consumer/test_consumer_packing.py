@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.core.consumer import MessageBatch, MessageBatchWriter
-from kqactors.core.consumer.packing import pack_headers, unpack_headers
+from kqactors.core.consumer.packing import MessageBatch, MessageBatchWriter, pack_headers, unpack_headers
 from kqactors.errors import KafkaError
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=40))

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.core.consumer import (
-    CreditReturner,
-    FetchPlanner,
-    FetchSettings,
-    MessageBatch,
-    PositionTable,
-    PrefetchCredit,
-    SliceDecoder,
-    VersionGate,
-)
+from kqactors.core.consumer.decoder import SliceDecoder
+from kqactors.core.consumer.packing import MessageBatch
+from kqactors.core.consumer.planner import FetchPlanner
+from kqactors.core.consumer.position import PositionTable, VersionGate
+from kqactors.core.consumer.prefetch import CreditReturner, PrefetchCredit
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError
 from kqactors.protocol.generated.fetch import (
     AbortedTransaction,

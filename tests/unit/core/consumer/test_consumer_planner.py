@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.core.consumer import FetchPlanner, FetchSettings, SliceDecoder, classify_fetch_error
-from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, STOPPED
+from kqactors.core.consumer.classify import classify_fetch_error
+from kqactors.core.consumer.decoder import SliceDecoder
+from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, STOPPED, FetchPlanner
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import ERROR_CODES as C
 from kqactors.protocol.generated.fetch import (
     AbortedTransaction,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kqactors.config import Config
-from kqactors.core.consumer import FetchSettings, PositionTable, VersionGate
+from kqactors.core.consumer.position import PositionTable, VersionGate
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_INVALID, OFFSET_STORED
 

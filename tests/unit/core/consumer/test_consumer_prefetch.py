@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.core.consumer import CreditReturner, FetchSettings, PrefetchCredit, partition_limits
+from kqactors.core.consumer.prefetch import CreditReturner, PrefetchCredit, partition_limits
+from kqactors.core.consumer.settings import FetchSettings
 
 
 def test_flow_closes_at_either_limit_and_reopens_on_credit() -> None:

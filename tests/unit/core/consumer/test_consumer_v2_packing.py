@@ -9,7 +9,9 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.core.consumer import FetchedSlice, FetchSettings, MessageBatch, MessageBatchWriter, SliceDecoder
+from kqactors.core.consumer.decoder import FetchedSlice, SliceDecoder
+from kqactors.core.consumer.packing import MessageBatch, MessageBatchWriter
+from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError
 from kqactors.records import LZ4, NONE, ZSTD, build_batch, decode_record_set
 from kqactors.records.batch_v2 import BATCH_HEADER_SIZE, LOG_APPEND_TIME

@@ -3,8 +3,10 @@ responses (generated protocol response classes, as the cgrp actor would decode t
 
 from __future__ import annotations
 
-from kqactors.core.group import GroupSettings, GroupStateMachine, SendRequest
+from kqactors.core.group.actions import SendRequest
+from kqactors.core.group.machine import GroupStateMachine
 from kqactors.core.group.member_metadata import encode_assignment, encode_subscription
+from kqactors.core.group.settings import GroupSettings
 from kqactors.errors import KafkaError
 from kqactors.protocol.generated.find_coordinator import FindCoordinatorResponse
 from kqactors.protocol.generated.heartbeat import HeartbeatResponse

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.core.group import (
-    ASSIGN,
-    LOST,
-    REVOKE,
+from kqactors.core.group.actions import (
     Closed,
-    ConsumerProtocolMachine,
     CoordinatorChanged,
-    JoinState,
     RebalanceCallback,
     RequestMetadata,
     SendRequest,
@@ -21,9 +16,12 @@ from kqactors.core.group import (
     StopFetching,
     SurfaceError,
 )
+from kqactors.core.group.consumer_protocol import ConsumerProtocolMachine
 from kqactors.core.group.requests import build_request
+from kqactors.core.group.states import JoinState
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import TopicPartition
+from kqactors.ops.group import ASSIGN, LOST, REVOKE
 from kqactors.protocol.generated.consumer_group_heartbeat import (
     Assignment,
     ConsumerGroupHeartbeatRequest,

@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.core.group import (
-    ASSIGN,
-    REVOKE,
+from kqactors.core.group.actions import (
     CoordinatorChanged,
-    CoordState,
-    JoinState,
     RebalanceCallback,
     RequestMetadata,
     SendRequest,
@@ -19,8 +15,10 @@ from kqactors.core.group import (
     StopFetching,
 )
 from kqactors.core.group.member_metadata import decode_assignment, decode_subscription
+from kqactors.core.group.states import CoordState, JoinState
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_INVALID, TopicPartition
+from kqactors.ops.group import ASSIGN, REVOKE
 from kqactors.protocol.api import api_info
 
 from .harness import (

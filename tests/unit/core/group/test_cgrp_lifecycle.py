@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from kqactors.core.group import (
-    LOST,
-    REVOKE,
+from kqactors.core.group.actions import (
     Closed,
     CommitResult,
     CoordinatorChanged,
-    CoordState,
-    GroupSettings,
-    JoinState,
     RebalanceCallback,
     SendRequest,
     StopFetching,
     SurfaceError,
 )
+from kqactors.core.group.settings import GroupSettings
+from kqactors.core.group.states import CoordState, JoinState
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import TopicPartition
+from kqactors.ops.group import LOST, REVOKE
 
 from .harness import (
     TRANSPORT_DOWN,

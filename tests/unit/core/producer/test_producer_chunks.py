@@ -4,6 +4,7 @@ chunk-level timeouts and reports, and records encoded straight from the batch's 
 from __future__ import annotations
 
 import pytest
+from support.clock import FakeClock
 
 from kqactors.core.producer.packing import SEGMENT_BYTES, MessagePacker, pack_messages, record_size_estimate
 from kqactors.core.producer.partition import PartitionProducer
@@ -12,16 +13,8 @@ from kqactors.errors import ERROR_CODES as C
 from kqactors.records import RecordBatchBuilder, decode_record_set
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def make(**overrides):
-    clock = FakeClock()
+    clock = FakeClock(500.0)
     core = PartitionProducer("t", 0, ProducerSettings(**overrides), clock=clock, rand=lambda: 0.5)
     core.set_leader(1)
     return core, clock

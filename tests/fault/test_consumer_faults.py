@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from support.waiting import wait_until
 
 from kqactors import Consumer
 from kqactors.errors import KafkaError
@@ -95,10 +96,8 @@ def test_kill_toppar_host_mid_consume_loses_nothing(mock_cluster, unique_topic, 
         msgs = drain(c, 4000, timeout=40, during=during)
         assert killed and killed[0] is not None
         # The supervisor restarts a dead host after a delay; everything may already be consumed by then.
-        deadline = time.monotonic() + 10
-        while c._rt.host_restarts(victim) < 1 and time.monotonic() < deadline:
-            c._rt.sleep(0.1)
-        assert c._rt.host_restarts(victim) >= 1
+        wait_until(lambda: c._rt.host_restarts(victim) >= 1, 10, f"the supervisor to restart host {victim}",
+                   interval=0.1, sleep=c._rt.sleep)
     assert offsets_by_partition(msgs) == {0: list(range(2000)), 1: list(range(2000))}
 
 

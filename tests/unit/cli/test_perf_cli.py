@@ -170,7 +170,7 @@ def test_invalid_producer_config_returns_2(capsys):
 def test_payloads_are_exact_sized_deterministic_distinct_and_semi_compressible():
     payloads = make_payloads(1024)
     assert payloads == make_payloads(1024)
-    assert all(len(p) == 1024 for p in payloads) and len(set(payloads)) == len(payloads)
+    assert payloads and all(len(p) == 1024 for p in payloads) and len(set(payloads)) == len(payloads)
     blob = b"".join(payloads)
     ratio = len(blob) / len(zlib.compress(blob))
     assert 1.5 < ratio < 10, ratio

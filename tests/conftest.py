@@ -7,6 +7,10 @@ fast; a fixture whose binary or library is missing skips the test with the reaso
 - ``mock_cluster``: one 3-broker MockCluster for the session; only for tests that do not inject faults.
 - ``mock_cluster_factory``: ``make(num_brokers=3)`` returns a fresh started MockCluster, stopped after the
   test; fault-injection tests use this so their errors, downed brokers and RTTs do not leak.
+- ``fresh_cluster``: one such fresh MockCluster, shaped by the closest ``@pytest.mark.fresh_cluster(...)``
+  (module ``pytestmark`` or the test's own): ``num_brokers``, ``topics={name: partitions}``, and any mock
+  setting by method name, e.g. ``group_initial_rebalance_delay_ms=0``.
+- ``cluster``: either test broker (mock and Tansu), for tests that must hold on both.
 - ``unique_topic``: a topic name unique to this test run, e.g. ``t-test_produce-1a2b3c4d``.
 """
 
@@ -89,6 +93,26 @@ def mock_cluster_factory() -> Iterator[Callable[..., MockCluster]]:
         cluster.stop()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fresh_cluster(num_brokers=3, topics={}, **settings): the shape of the "
+                                       "test's own mock cluster (the fresh_cluster fixture)")
+
+
+@pytest.fixture
+def fresh_cluster(request: pytest.FixtureRequest, mock_cluster_factory: Callable[..., MockCluster]) -> MockCluster:
+    """A started mock cluster of this test's own, shaped by the closest ``fresh_cluster`` marker: ``num_brokers``
+    (3), ``topics`` ({name: partitions}, created first) and mock settings by method name, applied in order."""
+    marker = request.node.get_closest_marker("fresh_cluster")
+    options = dict(marker.kwargs) if marker is not None else {}
+    topics = options.pop("topics", {})
+    cluster = mock_cluster_factory(options.pop("num_brokers", 3))
+    for setting, value in options.items():
+        getattr(cluster, setting)(value)
+    for topic, partitions in topics.items():
+        cluster.create_topic(topic, partitions)
+    return cluster
+
+
 @pytest.fixture
 def unique_topic(request: pytest.FixtureRequest) -> str:
     """A legal Kafka topic name unique to this test invocation."""
@@ -98,8 +122,8 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(params=["mock", "tansu"])
 def cluster(request: pytest.FixtureRequest):
-    """Either test broker, for tests that must hold on both (modules that need a particular cluster define
-    their own ``cluster``, which takes precedence)."""
+    """Either test broker, for tests that must hold on both (a test that needs a cluster of its own, to inject
+    faults or change its settings, asks for ``fresh_cluster`` instead)."""
     if request.param == "mock":
         return request.getfixturevalue("mock_cluster")
     return request.getfixturevalue("tansu")

@@ -18,7 +18,7 @@ from kqactors.records import build_batch
 from kqactors.runtime.op import Op
 from kqactors.runtime.runtime import Runtime
 
-pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(120), pytest.mark.fresh_cluster(num_brokers=1, topics={"f": 2})]
 
 BROKER = "kqactors.actors.broker.actor:BrokerActor"
 FAST = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200, "socket.timeout.ms": 3000}
@@ -58,21 +58,14 @@ def start_broker(rt: Runtime, cluster, **config) -> str:
     return "broker/1"
 
 
-@pytest.fixture
-def cluster(mock_cluster_factory):
-    cluster = mock_cluster_factory(num_brokers=1)
-    cluster.create_topic("f", partition_cnt=2)
-    return cluster
-
-
-def test_broker_down_fails_with_transport_then_reconnects_with_backoff(cluster):
+def test_broker_down_fails_with_transport_then_reconnects_with_backoff(fresh_cluster):
     with Runtime(transport="inproc") as rt:
-        broker = start_broker(rt, cluster)
+        broker = start_broker(rt, fresh_cluster)
         rt.send(broker, xmit(1))
         (first,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert first["error_code"] == 0
 
-        cluster.broker_set_down(1)
+        fresh_cluster.broker_set_down(1)
         events = collect(rt, lambda ev: "DOWN" in states(ev))
         rt.send(broker, xmit(2))
         collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT), events=events)
@@ -81,20 +74,20 @@ def test_broker_down_fails_with_transport_then_reconnects_with_backoff(cluster):
         assert failed["sent"] is False  # never left the client: a retry cannot duplicate it
         collect(rt, lambda ev: states(ev).count("CONNECT") >= 3, events=events)  # keeps trying
 
-        cluster.broker_set_up(1)
+        fresh_cluster.broker_set_up(1)
         collect(rt, lambda ev: "UP" in states(ev))
         rt.send(broker, xmit(3))
         (ok,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert (ok["batch_id"], ok["error_code"], ok["base_offset"]) == (3, 0, 1)
 
 
-def test_in_flight_batches_fail_back_exactly_once_on_disconnect(cluster):
+def test_in_flight_batches_fail_back_exactly_once_on_disconnect(fresh_cluster):
     with Runtime(transport="inproc") as rt:
-        broker = start_broker(rt, cluster)
-        cluster.broker_set_rtt(1, 2000)
+        broker = start_broker(rt, fresh_cluster)
+        fresh_cluster.broker_set_rtt(1, 2000)
         rt.send_many((broker, xmit(i, partition=i % 2)) for i in range(4))
         rt.poll(0.3)  # let the requests go out and sit in flight
-        cluster.broker_set_down(1)
+        fresh_cluster.broker_set_down(1)
         events = collect(rt, lambda ev: len(of_type(ev, pops.XMIT_RESULT)) >= 4)
         rt.poll(0.5, events.append)  # nothing more may arrive
         results = of_type(events, pops.XMIT_RESULT)
@@ -103,10 +96,10 @@ def test_in_flight_batches_fail_back_exactly_once_on_disconnect(cluster):
         assert not any("sent" in r for r in results)  # they were on the wire: possibly persisted
 
 
-def test_injected_produce_errors_reach_the_toppar(cluster):
+def test_injected_produce_errors_reach_the_toppar(fresh_cluster):
     with Runtime(transport="inproc") as rt:
-        broker = start_broker(rt, cluster)
-        cluster.push_request_errors(0, ["NOT_LEADER_FOR_PARTITION", "REQUEST_TIMED_OUT"])
+        broker = start_broker(rt, fresh_cluster)
+        fresh_cluster.push_request_errors(0, ["NOT_LEADER_FOR_PARTITION", "REQUEST_TIMED_OUT"])
         codes = []
         for batch_id in range(3):
             rt.send(broker, xmit(batch_id))
@@ -115,10 +108,10 @@ def test_injected_produce_errors_reach_the_toppar(cluster):
         assert codes == [(0, KafkaError.NOT_LEADER_FOR_PARTITION), (1, KafkaError.REQUEST_TIMED_OUT), (2, 0)]
 
 
-def test_rtt_beyond_socket_timeout_times_out_then_recovers(cluster):
+def test_rtt_beyond_socket_timeout_times_out_then_recovers(fresh_cluster):
     with Runtime(transport="inproc") as rt:
-        broker = start_broker(rt, cluster, **{"socket.timeout.ms": 400})
-        cluster.broker_set_rtt(1, 1500)
+        broker = start_broker(rt, fresh_cluster, **{"socket.timeout.ms": 400})
+        fresh_cluster.broker_set_rtt(1, 1500)
         rt.send(broker, xmit(1))
         rt.send(broker, xmit(2))
         events = collect(rt, lambda ev: len(of_type(ev, pops.XMIT_RESULT)) == 2)
@@ -134,19 +127,19 @@ def test_rtt_beyond_socket_timeout_times_out_then_recovers(cluster):
         (expired,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert expired["error_code"] == KafkaError._MSG_TIMED_OUT
 
-        cluster.broker_set_rtt(1, 0)
+        fresh_cluster.broker_set_rtt(1, 0)
         collect(rt, lambda ev: "UP" in states(ev))
         rt.send(broker, xmit(4))
         (ok,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
         assert ok["error_code"] == 0
 
 
-def test_api_versions_downgrade_to_v0(cluster):
-    cluster.set_apiversion(18, 0, 2)  # the broker now refuses ApiVersions v3
-    cluster.start_request_tracking()
+def test_api_versions_downgrade_to_v0(fresh_cluster):
+    fresh_cluster.set_apiversion(18, 0, 2)  # the broker now refuses ApiVersions v3
+    fresh_cluster.start_request_tracking()
     with Runtime(transport="inproc") as rt:
-        broker = start_broker(rt, cluster)
-        api_versions = [r for r in cluster.get_requests() if r.api_key == 18]
+        broker = start_broker(rt, fresh_cluster)
+        api_versions = [r for r in fresh_cluster.get_requests() if r.api_key == 18]
         assert len(api_versions) == 2, "v3 refused, then v0 accepted"
         rt.send(broker, xmit(1))
         (ok,) = of_type(collect(rt, lambda ev: of_type(ev, pops.XMIT_RESULT)), pops.XMIT_RESULT)
@@ -173,15 +166,14 @@ def test_unreachable_broker_fails_requests_and_keeps_backing_off():
         assert "UP" not in states(events)
 
 
-def test_producer_survives_broker_down_rtt_and_leader_move(mock_cluster_factory):
+@pytest.mark.fresh_cluster(num_brokers=3, topics={"survive": 3})
+def test_producer_survives_broker_down_rtt_and_leader_move(fresh_cluster):
     """Whole producer path (app → toppar → broker/N, main routing): every message gets exactly one
     successful report and each partition's offsets follow production order. (The mock cluster itself may
     append a retried batch twice — librdkafka's own producer shows the same — so the log is not checked.)"""
     from kqactors import Producer
 
-    cluster = mock_cluster_factory(num_brokers=3)
-    cluster.create_topic("survive", partition_cnt=3)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": fresh_cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5,
                          "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500})
     reports: dict[int, list] = {}
     try:
@@ -193,14 +185,14 @@ def test_producer_survives_broker_down_rtt_and_leader_move(mock_cluster_factory)
                                      (err, msg.partition(), msg.offset())))
             producer.poll(0.05)
             if round_no == 8:
-                cluster.broker_set_rtt(1, 300)
+                fresh_cluster.broker_set_rtt(1, 300)
             elif round_no == 10:
-                cluster.broker_set_down(1)
+                fresh_cluster.broker_set_down(1)
             elif round_no == 16:
-                cluster.partition_set_leader("survive", 0, 2)
+                fresh_cluster.partition_set_leader("survive", 0, 2)
             elif round_no == 22:
-                cluster.broker_set_rtt(1, 0)
-                cluster.broker_set_up(1)
+                fresh_cluster.broker_set_rtt(1, 0)
+                fresh_cluster.broker_set_up(1)
         assert producer.flush(30) == 0
     finally:
         producer.close()

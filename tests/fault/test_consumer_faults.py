@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from support.kafka_io import drain, produce_numbered
+from support.waiting import wait_until
 
 from kqactors import Consumer
 from kqactors.errors import KafkaError
@@ -19,13 +21,6 @@ pytestmark = pytest.mark.fault
 FETCH = 1
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(start, start + count):
-        producer.produce(topic, value=b"v%d" % i, partition=i % partitions)
-    assert producer.flush(30) == 0
-
-
 def offsets_by_partition(msgs) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for msg in msgs:
@@ -33,20 +28,10 @@ def offsets_by_partition(msgs) -> dict[int, list[int]]:
     return out
 
 
-def drain(c: Consumer, want: int, timeout: float = 30.0, during=None) -> list:
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < want and time.monotonic() < deadline:
-        out.extend(m for m in c.consume(200, 0.3) if m.error() is None)
-        if during is not None:
-            during(out)
-    return out
-
-
 def test_fetch_request_errors_are_retried_without_loss(mock_cluster_factory, unique_topic):
     cluster = mock_cluster_factory(1)
     cluster.create_topic(unique_topic, 2)
-    produce(cluster.bootstrap, unique_topic, 400, 2)
+    produce_numbered(cluster.bootstrap, unique_topic, 400, 2)
     cluster.push_request_errors(FETCH, [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
                                         KafkaError.UNKNOWN_TOPIC_OR_PART])
     with Consumer({"bootstrap.servers": cluster.bootstrap, "kqactors.hosts": 2,
@@ -60,7 +45,7 @@ def test_broker_down_and_up_mid_consume(mock_cluster_factory, unique_topic):
     cluster = mock_cluster_factory(2)
     cluster.create_topic(unique_topic, 1)
     cluster.partition_set_leader(unique_topic, 0, 1)
-    produce(cluster.bootstrap, unique_topic, 300, 1)
+    produce_numbered(cluster.bootstrap, unique_topic, 300, 1)
     with Consumer({"bootstrap.servers": cluster.bootstrap, "kqactors.hosts": 1,
                    "reconnect.backoff.max.ms": 200, "fetch.error.backoff.ms": 100}) as c:
         c.assign([TopicPartition(unique_topic, 0, OFFSET_BEGINNING)])
@@ -70,7 +55,7 @@ def test_broker_down_and_up_mid_consume(mock_cluster_factory, unique_topic):
         while time.monotonic() < down_until:
             msgs.extend(m for m in c.consume(100, 0.2) if m.error() is None)
         cluster.broker_set_up(1)
-        produce(cluster.bootstrap, unique_topic, 300, 1, start=300)
+        produce_numbered(cluster.bootstrap, unique_topic, 300, 1, start=300)
         msgs.extend(drain(c, 300, timeout=30))
     assert [m.offset() for m in msgs] == list(range(600))
 
@@ -80,7 +65,7 @@ def test_kill_toppar_host_mid_consume_loses_nothing(mock_cluster, unique_topic, 
     """kqactors.hosts=0 puts the ctoppars on the main host, so there the kill takes main and the broker
     actors down with them."""
     mock_cluster.create_topic(unique_topic, 2)
-    produce(mock_cluster.bootstrap, unique_topic, 4000, 2)
+    produce_numbered(mock_cluster.bootstrap, unique_topic, 4000, 2)
     with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": hosts,
                    "queued.min.messages": 200}) as c:
         c.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(2)])
@@ -95,16 +80,14 @@ def test_kill_toppar_host_mid_consume_loses_nothing(mock_cluster, unique_topic, 
         msgs = drain(c, 4000, timeout=40, during=during)
         assert killed and killed[0] is not None
         # The supervisor restarts a dead host after a delay; everything may already be consumed by then.
-        deadline = time.monotonic() + 10
-        while c._rt.host_restarts(victim) < 1 and time.monotonic() < deadline:
-            c._rt.sleep(0.1)
-        assert c._rt.host_restarts(victim) >= 1
+        wait_until(lambda: c._rt.host_restarts(victim) >= 1, 10, f"the supervisor to restart host {victim}",
+                   interval=0.1, sleep=c._rt.sleep)
     assert offsets_by_partition(msgs) == {0: list(range(2000)), 1: list(range(2000))}
 
 
 def test_seek_during_in_flight_fetches_never_delivers_stale(mock_cluster, unique_topic):
     mock_cluster.create_topic(unique_topic, 1)
-    produce(mock_cluster.bootstrap, unique_topic, 3000, 1)
+    produce_numbered(mock_cluster.bootstrap, unique_topic, 3000, 1)
     with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 1,
                    "fetch.max.bytes": 20000, "message.max.bytes": 20000,
                    "max.partition.fetch.bytes": 20000}) as c:

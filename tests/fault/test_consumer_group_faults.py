@@ -9,11 +9,13 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
+from support.waiting import wait_until
+
 from kqactors import Consumer  # noqa: E402
 from kqactors.errors import KafkaError, KafkaException  # noqa: E402
 from kqactors.message import TopicPartition  # noqa: E402
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.fresh_cluster(num_brokers=3, group_initial_rebalance_delay_ms=0)]
 
 HEARTBEAT_KEY = 12
 OFFSET_COMMIT_KEY = 8
@@ -34,35 +36,29 @@ def _poll(consumer: Consumer, seconds: float) -> None:
         consumer.poll(0.05)
 
 
-def _poll_until(consumer: Consumer, done, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not done():
-        _poll(consumer, 0.05)
-    assert done(), "condition not reached in time"
+def _poll_until(consumer: Consumer, done, timeout: float, what: str = "the group to settle") -> None:
+    wait_until(done, timeout, what, interval=0.05, sleep=lambda seconds: _poll(consumer, seconds))
+
+
+# The group's coordinator and join state have no public accessor (stats() reports only up/query-coord).
 
 
 def _joined(consumer: Consumer, count: int):
     return lambda: len(consumer.assignment()) == count and consumer._group._join_state == "STEADY"
 
 
-@pytest.fixture
-def cluster(mock_cluster_factory):
-    cluster = mock_cluster_factory(3)
-    cluster.group_initial_rebalance_delay_ms(0)
-    return cluster
-
-
-def test_coordinator_moves_and_commits_follow_it(cluster, unique_topic):
-    cluster.create_topic(unique_topic, 2)
-    consumer = _consumer(cluster.bootstrap, "g-move")
+def test_coordinator_moves_and_commits_follow_it(fresh_cluster, unique_topic):
+    fresh_cluster.create_topic(unique_topic, 2)
+    consumer = _consumer(fresh_cluster.bootstrap, "g-move")
     try:
         consumer.subscribe([unique_topic])
         _poll_until(consumer, _joined(consumer, 2), 20)
         first = consumer._group._coordinator
         target = 1 if first != 1 else 2
-        cluster.coordinator_set("group", "g-move", target)
+        fresh_cluster.coordinator_set("group", "g-move", target)
         # the old coordinator answers NOT_COORDINATOR: the group looks it up again and carries on there
-        _poll_until(consumer, lambda: consumer._group._coordinator == target, 20)
+        _poll_until(consumer, lambda: consumer._group._coordinator == target, 20,
+                    f"the group to move to coordinator {target}")
         result = consumer.commit(offsets=[TopicPartition(unique_topic, 0, 4)], asynchronous=False)
         assert [(tp.offset, tp.error) for tp in result] == [(4, None)]
         assert consumer.committed([TopicPartition(unique_topic, 0)], timeout=10)[0].offset == 4
@@ -71,21 +67,21 @@ def test_coordinator_moves_and_commits_follow_it(cluster, unique_topic):
         consumer.close()
 
 
-def test_heartbeat_errors_make_the_member_rejoin(cluster, unique_topic):
-    cluster.create_topic(unique_topic, 2)
+def test_heartbeat_errors_make_the_member_rejoin(fresh_cluster, unique_topic):
+    fresh_cluster.create_topic(unique_topic, 2)
     assigned: list = []
-    consumer = _consumer(cluster.bootstrap, "g-heartbeat", **{"session.timeout.ms": 2500})
+    consumer = _consumer(fresh_cluster.bootstrap, "g-heartbeat", **{"session.timeout.ms": 2500})
     try:
         consumer.subscribe([unique_topic], on_assign=lambda c, parts: assigned.append(len(parts)))
         _poll_until(consumer, _joined(consumer, 2), 20)
         generation = consumer.consumer_group_metadata().generation_id
-        cluster.push_request_errors(HEARTBEAT_KEY, ["REBALANCE_IN_PROGRESS"])
+        fresh_cluster.push_request_errors(HEARTBEAT_KEY, ["REBALANCE_IN_PROGRESS"])
         _poll_until(consumer, lambda: consumer.consumer_group_metadata().generation_id > generation
                     and _joined(consumer, 2)(), 20)
         assert assigned == [2, 2]  # eager: revoked and assigned again
         generation = consumer.consumer_group_metadata().generation_id
         member = consumer.memberid()
-        cluster.push_request_errors(HEARTBEAT_KEY, ["UNKNOWN_MEMBER_ID"])
+        fresh_cluster.push_request_errors(HEARTBEAT_KEY, ["UNKNOWN_MEMBER_ID"])
         _poll_until(consumer, lambda: consumer.consumer_group_metadata().generation_id > generation
                     and _joined(consumer, 2)(), 20)
         assert consumer.memberid() and consumer.memberid() != member  # a fresh member id after the reset
@@ -93,18 +89,18 @@ def test_heartbeat_errors_make_the_member_rejoin(cluster, unique_topic):
         consumer.close()
 
 
-def test_offset_commit_errors_reach_the_app_and_later_commits_succeed(cluster, unique_topic):
-    cluster.create_topic(unique_topic, 1)
+def test_offset_commit_errors_reach_the_app_and_later_commits_succeed(fresh_cluster, unique_topic):
+    fresh_cluster.create_topic(unique_topic, 1)
     results: list = []
-    consumer = _consumer(cluster.bootstrap, "g-commit", on_commit=lambda err, parts: results.append((err, parts)))
+    consumer = _consumer(fresh_cluster.bootstrap, "g-commit", on_commit=lambda err, parts: results.append((err, parts)))
     try:
         consumer.subscribe([unique_topic])
         _poll_until(consumer, _joined(consumer, 1), 20)
-        cluster.push_request_errors(OFFSET_COMMIT_KEY, ["GROUP_AUTHORIZATION_FAILED"])
+        fresh_cluster.push_request_errors(OFFSET_COMMIT_KEY, ["GROUP_AUTHORIZATION_FAILED"])
         with pytest.raises(KafkaException) as info:
             consumer.commit(offsets=[TopicPartition(unique_topic, 0, 3)], asynchronous=False)
         assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
-        cluster.push_request_errors(OFFSET_COMMIT_KEY, ["REQUEST_TIMED_OUT"])
+        fresh_cluster.push_request_errors(OFFSET_COMMIT_KEY, ["REQUEST_TIMED_OUT"])
         consumer.commit(offsets=[TopicPartition(unique_topic, 0, 5)], asynchronous=True)
         _poll_until(consumer, lambda: len(results) >= 2, 10)
         assert results[-1][0].code() == KafkaError.REQUEST_TIMED_OUT
@@ -116,10 +112,10 @@ def test_offset_commit_errors_reach_the_app_and_later_commits_succeed(cluster, u
         consumer.close()
 
 
-def test_kill_of_the_group_host_loses_the_assignment_and_rejoins(cluster, unique_topic):
-    cluster.create_topic(unique_topic, 2)
+def test_kill_of_the_group_host_loses_the_assignment_and_rejoins(fresh_cluster, unique_topic):
+    fresh_cluster.create_topic(unique_topic, 2)
     lost: list = []
-    consumer = _consumer(cluster.bootstrap, "g-kill", **{"session.timeout.ms": 2500})
+    consumer = _consumer(fresh_cluster.bootstrap, "g-kill", **{"session.timeout.ms": 2500})
     try:
         consumer.subscribe([unique_topic], on_lost=lambda c, parts: lost.append(sorted(parts)))
         _poll_until(consumer, _joined(consumer, 2), 20)

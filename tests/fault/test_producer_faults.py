@@ -15,11 +15,12 @@ import time
 from collections.abc import Callable
 
 import pytest
+from support.waiting import wait_until
 
 from kqactors import Producer
 from kqactors.errors import KafkaError
 
-pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.fresh_cluster(num_brokers=3)]
 
 MESSAGES = 100_000
 PARTITIONS = 3
@@ -150,11 +151,6 @@ def run_scenario(cluster, topic: str, actions: dict[int, Action], config: dict |
     assert_exactly_once_in_order(reports, consume_all(cluster.bootstrap, topic, sent), sent)
 
 
-@pytest.fixture
-def cluster(mock_cluster_factory):
-    return mock_cluster_factory(num_brokers=3)
-
-
 # The mock checks idempotent sequences only for transactional producers, so when an injected error fails
 # one request of a pipelined window it still appends the next request's batch (a real broker answers
 # OUT_OF_ORDER_SEQUENCE_NUMBER). The producer then sees a later batch succeed while an earlier one failed
@@ -163,61 +159,59 @@ def cluster(mock_cluster_factory):
 ONE_IN_FLIGHT = {"max.in.flight.requests.per.connection": 1}
 
 
-def test_not_leader_bursts(cluster, unique_topic):
+def test_not_leader_bursts(fresh_cluster, unique_topic):
     def burst() -> None:
-        cluster.push_request_errors(PRODUCE, ["NOT_LEADER_OR_FOLLOWER"] * 4)
+        fresh_cluster.push_request_errors(PRODUCE, ["NOT_LEADER_OR_FOLLOWER"] * 4)
 
-    run_scenario(cluster, unique_topic, {20_000: burst, 50_000: burst, 80_000: burst}, ONE_IN_FLIGHT)
+    run_scenario(fresh_cluster, unique_topic, {20_000: burst, 50_000: burst, 80_000: burst}, ONE_IN_FLIGHT)
 
 
-def test_request_timed_out_errors(cluster, unique_topic):
+def test_request_timed_out_errors(fresh_cluster, unique_topic):
     def burst() -> None:
-        cluster.push_request_errors(PRODUCE, ["REQUEST_TIMED_OUT"] * 4)
+        fresh_cluster.push_request_errors(PRODUCE, ["REQUEST_TIMED_OUT"] * 4)
 
-    run_scenario(cluster, unique_topic, {20_000: burst, 50_000: burst, 80_000: burst}, ONE_IN_FLIGHT)
+    run_scenario(fresh_cluster, unique_topic, {20_000: burst, 50_000: burst, 80_000: burst}, ONE_IN_FLIGHT)
 
 
-def test_broker_down_then_up(cluster, unique_topic):
+def test_broker_down_then_up(fresh_cluster, unique_topic):
     def down() -> None:
-        cluster.broker_set_down(1)
-        threading.Timer(1.5, cluster.broker_set_up, args=(1,)).start()
+        fresh_cluster.broker_set_down(1)
+        threading.Timer(1.5, fresh_cluster.broker_set_up, args=(1,)).start()
 
-    run_scenario(cluster, unique_topic, {30_000: down})
+    run_scenario(fresh_cluster, unique_topic, {30_000: down})
 
 
-def test_leader_moved(cluster, unique_topic):
+def test_leader_moved(fresh_cluster, unique_topic):
     def move(partition: int, broker_id: int) -> Action:
-        return lambda: cluster.partition_set_leader(unique_topic, partition, broker_id)
+        return lambda: fresh_cluster.partition_set_leader(unique_topic, partition, broker_id)
 
-    run_scenario(cluster, unique_topic, {20_000: move(0, 2), 40_000: move(1, 3), 60_000: move(2, 1),
+    run_scenario(fresh_cluster, unique_topic, {20_000: move(0, 2), 40_000: move(1, 3), 60_000: move(2, 1),
                                          80_000: move(0, 3)})
 
 
-def test_500ms_rtt(cluster, unique_topic):
+def test_500ms_rtt(fresh_cluster, unique_topic):
     def slow() -> None:
         for broker_id in (1, 2, 3):
-            cluster.broker_set_rtt(broker_id, 500)
+            fresh_cluster.broker_set_rtt(broker_id, 500)
 
-    run_scenario(cluster, unique_topic, {10_000: slow})
+    run_scenario(fresh_cluster, unique_topic, {10_000: slow})
 
 
 @pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-host", "main-host-with-toppars"])
-def test_kill_9_of_a_toppar_host_loses_nothing(cluster, unique_topic, hosts):
+def test_kill_9_of_a_toppar_host_loses_nothing(fresh_cluster, unique_topic, hosts):
     """Messages the killed host held are retried or reported failed; none is silently dropped. With
     kqactors.hosts=0 the toppars run on the main host, so the kill takes main and the brokers too."""
-    cluster.create_topic(unique_topic, partition_cnt=PARTITIONS)
+    fresh_cluster.create_topic(unique_topic, partition_cnt=PARTITIONS)
     reports = Reports()
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, **BASE_CONFIG, "on_delivery": reports,
+    producer = Producer({"bootstrap.servers": fresh_cluster.bootstrap, **BASE_CONFIG, "on_delivery": reports,
                          "kqactors.hosts": hosts})
     runtime = producer._rt
     killed: list[int] = []
 
     def kill() -> None:
         # produce() outruns the flusher, which may not have started the toppar yet: wait for it
-        deadline = time.monotonic() + 10
-        while runtime.host_of(f"toppar/{unique_topic}/0") is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        key = runtime.host_of(f"toppar/{unique_topic}/0")
+        key = wait_until(lambda: runtime.host_of(f"toppar/{unique_topic}/0"), 10,
+                         f"the flusher to start toppar/{unique_topic}/0")
         pid = runtime.host_pid(key)
         assert pid is not None
         killed.append(pid)
@@ -229,8 +223,8 @@ def test_kill_9_of_a_toppar_host_loses_nothing(cluster, unique_topic, hosts):
         left = producer.flush(60)
         assert left == 0, f"{left} messages neither delivered nor failed after flush"
         # Once the host is back, the restarted toppars (on a new epoch) deliver new messages.
-        while runtime.host_restarts(runtime.host_of(f"toppar/{unique_topic}/0")) < 1:
-            time.sleep(0.05)
+        wait_until(lambda: runtime.host_restarts(runtime.host_of(f"toppar/{unique_topic}/0")) >= 1, 30,
+                   "the supervisor to restart the killed toppar host", interval=0.05)
         time.sleep(1.0)
         for i in range(tail * PARTITIONS):
             partition = i % PARTITIONS
@@ -246,7 +240,7 @@ def test_kill_9_of_a_toppar_host_loses_nothing(cluster, unique_topic, hosts):
     for partition in range(PARTITIONS):
         delivered_tail = [seq for seq, _ in reports.ok[partition] if seq >= sent[partition] - tail]
         assert len(delivered_tail) == tail, f"partition {partition}: restarted toppar did not deliver"
-    seen = consume_all(cluster.bootstrap, unique_topic, [len(v) for v in reports.ok.values()])
+    seen = consume_all(fresh_cluster.bootstrap, unique_topic, [len(v) for v in reports.ok.values()])
     for partition in range(PARTITIONS):
         delivered = sorted(seq for seq, _ in reports.ok[partition])
         failed = sorted(seq for p, seq, _ in reports.failed if p == partition)

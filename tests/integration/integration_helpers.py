@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.waiting import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
@@ -43,13 +44,14 @@ def poll(consumer: Any, seconds: float, sink: list | None = None) -> None:
             sink.append((msg.topic(), msg.partition(), msg.offset()))
 
 
-def poll_until(consumers: list, done: Callable[[], bool], timeout: float, sinks: list[list] | None = None) -> None:
-    """Poll every consumer in turn until ``done()``; fails the test after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not done():
+def poll_until(consumers: list, done: Callable[[], bool], timeout: float, sinks: list[list] | None = None,
+               what: str = "the consumers to reach the condition") -> None:
+    """Poll every consumer in turn until ``done()``; fails the test after ``timeout`` seconds saying ``what``."""
+    def poll_all(_seconds: float) -> None:
         for i, consumer in enumerate(consumers):
             poll(consumer, 0.05, sinks[i] if sinks else None)
-    assert done(), "condition not reached in time"
+
+    wait_until(done, timeout, what, interval=0, sleep=poll_all)
 
 
 def assigned_keys(consumer: Any) -> set[tuple[str, int]]:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from integration_helpers import make_topic
+from support.kafka_io import drain, produce_numbered
 
 from kqactors import Consumer
 from kqactors.errors import KafkaError, KafkaException
@@ -20,30 +21,13 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 3
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS, start: int = 0,
-            **conf) -> None:
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
-    for i in range(start, start + count):
-        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=i % partitions,
-                         headers=[("i", str(i).encode()), ("none", None)])
-    assert producer.flush(30) == 0
+def produce(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS, start: int = 0, **conf) -> None:
+    """This module's messages carry keys and headers, on all PARTITIONS unless told."""
+    produce_numbered(bootstrap, topic, count, partitions, start, keys_and_headers=True, **conf)
 
 
 def consumer(bootstrap: str, **conf) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "kqactors.hosts": 2, **conf})
-
-
-def drain(c: Consumer, want: int, timeout: float = 30.0, errors: list | None = None) -> list:
-    """Messages (no events) until ``want`` arrived or ``timeout``."""
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < want and time.monotonic() < deadline:
-        for msg in c.consume(1000, 0.5):
-            if msg.error() is None:
-                out.append(msg)
-            elif errors is not None:
-                errors.append(msg.error())
-    return out
 
 
 @pytest.mark.parametrize("hosts", [2, 0], ids=["toppar-hosts", "toppars-on-main"])

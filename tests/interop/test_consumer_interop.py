@@ -3,9 +3,8 @@ consumes exactly what confluent-kafka's own consumer sees."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from support.kafka_io import drain
 
 from kqactors import Consumer
 from kqactors.message import OFFSET_BEGINNING, TopicPartition
@@ -21,20 +20,12 @@ def rows_of(msgs) -> list[tuple]:
             for m in msgs]
 
 
-def consume_all(c, want: int, timeout: float = 30.0) -> list:
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < want and time.monotonic() < deadline:
-        out.extend(m for m in c.consume(500, 0.5) if m.error() is None)
-    return out
-
-
 def confluent_rows(bootstrap: str, topic: str, partitions: int, want: int, **conf) -> list[tuple]:
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "interop-ref", "enable.auto.commit": False,
                      **conf})
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
-        return sorted(rows_of(consume_all(c, want)))
+        return sorted(rows_of(drain(c, want)))
     finally:
         c.close()
 
@@ -56,7 +47,7 @@ def test_every_codec_headers_and_nulls_match_confluent(mock_cluster, unique_topi
     assert len(expected) == count
     with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 2}) as c:
         c.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(2)])
-        got = sorted(rows_of(consume_all(c, count)))
+        got = sorted(rows_of(drain(c, count)))
     assert got == expected
 
 
@@ -84,7 +75,7 @@ def test_transactions_and_control_records_match_confluent(mock_cluster, unique_t
     with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 1,
                    "isolation.level": isolation}) as c:
         c.assign([TopicPartition(unique_topic, 0, OFFSET_BEGINNING)])
-        got = consume_all(c, len(expected), timeout=15)
+        got = drain(c, len(expected), timeout=15)
         got.extend(m for m in c.consume(100, 1.0) if m.error() is None)  # nothing more may come
     assert all(m.value().startswith(b"r") for m in got)  # no control record leaked
     assert sorted(rows_of(got)) == expected

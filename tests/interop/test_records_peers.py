@@ -109,7 +109,7 @@ def test_librdkafka_batches_decode_exactly(tansu, unique_topic: str, codec: str)
         batches = decode_record_set(data)
         decoded += [r for b in batches for r in b.records]
         assert {b.codec for b in batches} == {codec_id(codec)}
-        assert all(b.producer_id >= 0 and b.base_sequence >= 0 for b in batches)  # idempotent producer
+        assert batches and all(b.producer_id >= 0 and b.base_sequence >= 0 for b in batches)  # idempotent
         assert scan.next_offset(0) == len(decoded)
     expected = [
         (i, ts, key, value, _headers_tuple(headers)) for i, (ts, key, value, headers) in enumerate(messages)

@@ -44,6 +44,7 @@ def test_every_librdkafka_code_is_exposed_with_its_number():
 def test_names_match_confluent_kafka():
     ck = pytest.importorskip("confluent_kafka")
     theirs = {n for n in dir(ck.KafkaError) if n.isupper() or (n.startswith("_") and n[1:2].isupper())}
+    assert theirs, "confluent_kafka.KafkaError has no error-code names"
     for name in theirs:
         assert getattr(KafkaError, name) == getattr(ck.KafkaError, name), name
         assert KafkaError(getattr(KafkaError, name)).name() == ck.KafkaError(getattr(ck.KafkaError, name)).name()

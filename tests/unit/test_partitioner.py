@@ -8,17 +8,10 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.clock import FakeClock
 
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.partitioner import PARTITIONER_NAMES, Partitioner, StickyPartition, fnv1a, murmur2
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _reference_murmur2(data: bytes) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.clock import FakeClock
 
 from kqactors.runtime.op import (
     REPLY,
@@ -66,12 +67,6 @@ def test_error_reply_addresses_the_requester() -> None:
     assert req.is_request and not rep.is_request
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_timers_one_shot_repeat_cancel() -> None:

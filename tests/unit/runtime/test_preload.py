@@ -3,9 +3,8 @@ in-process hosts share the test's own module table, so there is nothing to obser
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from support.waiting import wait_until
 
 from kqactors.runtime import ActorError, ErrorCode, Op, Runtime
 
@@ -24,10 +23,8 @@ def test_preload_imports_on_the_named_hosts_only() -> None:
         rt.spawn("echo1", f"{ACTORS}:EchoActor", host=1)
         assert _loaded(rt, "echo1") == {"wave": False, "colorsys": False}
         rt.preload(["wave", "colorsys:rgb_to_hsv"], [1])  # a "module:Factory" path names its module
-        deadline = time.monotonic() + 10
-        while _loaded(rt, "echo1") != {"wave": True, "colorsys": True}:
-            assert time.monotonic() < deadline, "host h1 never imported the preloaded modules"
-            time.sleep(0.01)
+        wait_until(lambda: _loaded(rt, "echo1") == {"wave": True, "colorsys": True}, 10,
+                   "host h1 to import the preloaded modules")
         assert _loaded(rt, "echo0") == {"wave": False, "colorsys": False}
 
 

@@ -7,6 +7,7 @@ import logging
 import time
 
 import pytest
+from support.clock import FakeClock
 
 from kqactors.runtime import ErrorCode, Op, Runtime
 from kqactors.runtime.host import DIRECTORY, UNPUBLISHED_WAIT_S, HostCore
@@ -37,9 +38,9 @@ def test_answer_to_a_just_spawned_actor_is_not_dropped(rt: Runtime, round_: int,
 
 
 def test_host_holds_plain_ops_until_the_name_is_published_and_drops_them_after_the_wait() -> None:
-    now = [100.0]
+    clock = FakeClock()
     sent: list[tuple[str, str]] = []
-    core = HostCore("h0", lambda key, ops: sent.extend((key, op.type) for op in ops), clock=lambda: now[0])
+    core = HostCore("h0", lambda key, ops: sent.extend((key, op.type) for op in ops), clock=clock)
     core.post(Op("EARLY", target="late/actor"))
     core.post(Op("LOST", target="never/published"))
     core.flush()
@@ -47,7 +48,7 @@ def test_host_holds_plain_ops_until_the_name_is_published_and_drops_them_after_t
     core.deliver([Op(DIRECTORY, {"set": {"late/actor": "h1"}}, target=HOST_CONTROL)])
     core.flush()
     assert sent == [("h1", "EARLY")]
-    now[0] += UNPUBLISHED_WAIT_S + 0.01
+    clock.advance(UNPUBLISHED_WAIT_S + 0.01)
     core.run()
     core.deliver([Op(DIRECTORY, {"set": {"never/published": "h1"}}, target=HOST_CONTROL)])
     core.flush()

@@ -7,6 +7,7 @@ them: zero-copy memoryviews of the response buffer."""
 from __future__ import annotations
 
 import pytest
+from support.clock import FakeClock
 
 from kqactors.core.consumer.classify import classify_fetch_error
 from kqactors.core.consumer.decoder import SliceDecoder
@@ -25,20 +26,14 @@ from kqactors.records import build_batch, build_control_batch
 TS = 1_700_000_000_000
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def batch(base: int, count: int, size: int = 10, **options) -> bytes:
     return bytes(build_batch([(TS, None, b"x" * size, None)] * count, base_offset=base, **options))
 
 
-def make(**settings) -> tuple[FetchPlanner, Clock]:
-    clock = Clock()
+def make(**settings) -> tuple[FetchPlanner, FakeClock]:
+    clock = FakeClock()
     return FetchPlanner(FetchSettings(**settings), clock=clock), clock
 
 

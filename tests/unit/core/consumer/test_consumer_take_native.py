@@ -118,6 +118,7 @@ def test_the_batch_class_uses_kqactors_natives_choice() -> None:
 def test_native_messages_stay_out_of_the_cycle_collector(native) -> None:
     frame = build_frame([MESSAGE, ("error", 8, 5, "boom"), ("eof", 9, KIND_EOF)])
     messages, _, _ = batch_class(native)("t", 0, frame).take()
+    assert len(messages) == 3
     message = messages[0]
     assert not gc.is_tracked(message) and not gc.is_tracked(message.timestamp())
     # The header tuples hold only str and bytes; the list is the application's to change, so it is tracked.
@@ -278,7 +279,8 @@ def test_take_reads_a_view_in_place_and_lets_it_go(native, impl) -> None:
     messages, count, _ = take(frame, 0, 3, data_start, "t", 0, _event_message)
     expected, _, _ = _take_entries_py(bytes(frame), 0, 3, data_start, "t", 0, _event_message)
     assert count == 2 and [fields(m) for m in messages] == [fields(m) for m in expected]
-    assert all(type(m.value()) is bytes and type(m.key()) is bytes for m in messages if m.error() is None)
+    data = [m for m in messages if m.error() is None]
+    assert data and all(type(m.value()) is bytes and type(m.key()) is bytes for m in data)
     frame.extend(b"more")  # raises BufferError while a view of the frame is still exported
     frame[:] = b""
     assert messages[0].value() == MESSAGE[5]

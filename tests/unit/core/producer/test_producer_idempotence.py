@@ -3,22 +3,16 @@ KIP-360 drain + epoch bump, fatal desynchronisation, duplicate sequences, implic
 
 from __future__ import annotations
 
+from support.clock import FakeClock
+
 from kqactors.core.producer.batch import wrap_seq
 from kqactors.core.producer.partition import PartitionProducer
 from kqactors.core.producer.settings import ProducerSettings
 from kqactors.errors import ERROR_CODES as C
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def make(**overrides):
-    clock = FakeClock()
+    clock = FakeClock(50.0)
     settings = ProducerSettings(idempotence=True, linger_ms=0, batch_num_messages=2, **overrides)
     core = PartitionProducer("t", 0, settings, clock=clock, rand=lambda: 0.5)
     core.set_leader(1)

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from support.clock import FakeClock
 
 from kqactors.core.producer.partition import INFLIGHT_GRACE_S, PartitionProducer
 from kqactors.core.producer.settings import ProducerSettings
 from kqactors.errors import ERROR_CODES as C
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def make(**overrides):
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     settings = ProducerSettings(**overrides)
     core = PartitionProducer("t", 0, settings, clock=clock, rand=lambda: 0.5)
     core.set_leader(1)

@@ -1,0 +1,43 @@
+"""Producing test data and draining a consumer: the helpers the integration, fault and interop tests share.
+
+confluent-kafka (a test dependency only) writes the data, so what a kqactors consumer reads was produced by
+the reference client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0, *,
+                     keys_and_headers: bool = False, **conf: Any) -> None:
+    """Messages ``b"v<i>"`` for i in [start, start + count) on partition ``i % partitions``, with confluent-kafka;
+    ``keys_and_headers`` adds key ``b"k<i>"`` and headers ``[("i", b"<i>"), ("none", None)]``."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    for i in range(start, start + count):
+        extra = {"key": b"k%d" % i, "headers": [("i", str(i).encode()), ("none", None)]} if keys_and_headers else {}
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions, **extra)
+    assert producer.flush(30) == 0, "confluent-kafka could not deliver the test data"
+
+
+def drain(consumer: Any, want: int, timeout: float = 30.0, *, errors: list | None = None,
+          during: Callable[[list], object] | None = None) -> list:
+    """Messages (no events) until ``want`` arrived or ``timeout`` passed; the caller asserts on the count.
+
+    Events and errors go to ``errors`` when given; ``during(messages_so_far)`` runs after each consume (to
+    inject a fault part-way)."""
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < want and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            if msg.error() is None:
+                out.append(msg)
+            elif errors is not None:
+                errors.append(msg.error())
+        if during is not None:
+            during(out)
+    return out

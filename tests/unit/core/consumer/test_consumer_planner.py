@@ -13,7 +13,7 @@ from kqactors.core.consumer.classify import classify_fetch_error
 from kqactors.core.consumer.decoder import SliceDecoder
 from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, STOPPED, FetchPlanner
 from kqactors.core.consumer.settings import FetchSettings
-from kqactors.errors import ERROR_CODES as C
+from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.protocol.generated.fetch import (
     AbortedTransaction,
     FetchableTopicResponse,
@@ -158,9 +158,9 @@ def test_leadership_errors_refresh_metadata_and_back_off(code: str) -> None:
     planner.start("t", 0, 7, version=1)
     planner.start("t", 1, 0, version=1)
     plan = planner.build()
-    outcome = planner.handle_response(plan, respond({("t", 0): {"error_code": C[code]},
+    outcome = planner.handle_response(plan, respond({("t", 0): {"error_code": ERROR_CODES[code]},
                                                      ("t", 1): {"high_watermark": 0}}))
-    assert outcome.refresh_topics == {"t"} and outcome.leader_errors == [("t", 0, C[code])]
+    assert outcome.refresh_topics == {"t"} and outcome.leader_errors == [("t", 0, ERROR_CODES[code])]
     assert outcome.errors == [] and outcome.slices == []
     assert [t.partition for t in planner.fetchable()] == [1]
     assert planner.next_wakeup() == pytest.approx(100.5)
@@ -173,7 +173,7 @@ def test_leadership_errors_refresh_metadata_and_back_off(code: str) -> None:
 def test_offset_out_of_range_asks_for_a_reset_and_waits(policy: str) -> None:
     planner, clock = make(auto_offset_reset=policy)
     planner.start("t", 0, 50, version=3)
-    outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": C["OFFSET_OUT_OF_RANGE"]}}))
+    outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": KafkaError.OFFSET_OUT_OF_RANGE}}))
     [reset] = outcome.resets
     assert (reset.topic, reset.partition, reset.version, reset.offset, reset.policy) == ("t", 0, 3, 50, policy)
     assert planner.target("t", 0).state == AWAITING_RESET
@@ -186,10 +186,10 @@ def test_offset_out_of_range_asks_for_a_reset_and_waits(policy: str) -> None:
 def test_offset_out_of_range_with_policy_error_stops_and_reports() -> None:
     planner, clock = make(auto_offset_reset="error")
     planner.start("t", 0, 50, version=3)
-    outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": C["OFFSET_OUT_OF_RANGE"]}}))
+    outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": KafkaError.OFFSET_OUT_OF_RANGE}}))
     assert outcome.resets == []
     [err] = outcome.errors
-    assert (err.code, err.offset, err.version) == (C["_AUTO_OFFSET_RESET"], 50, 3)
+    assert (err.code, err.offset, err.version) == (KafkaError._AUTO_OFFSET_RESET, 50, 3)
     assert planner.target("t", 0).state == STOPPED
     clock.now += 100
     assert planner.build() is None
@@ -201,27 +201,27 @@ def test_authorization_failure_is_reported_once_while_it_repeats() -> None:
     reported = []
     for _ in range(3):
         outcome = planner.handle_response(planner.build(),
-                                          respond({("t", 0): {"error_code": C["TOPIC_AUTHORIZATION_FAILED"]}}))
+                                          respond({("t", 0): {"error_code": KafkaError.TOPIC_AUTHORIZATION_FAILED}}))
         reported += outcome.errors
         clock.now += 1
-    assert [e.code for e in reported] == [C["TOPIC_AUTHORIZATION_FAILED"]]
+    assert [e.code for e in reported] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
 
 def test_unknown_errors_are_reported_every_time_with_backoff() -> None:
     planner, clock = make()
     planner.start("t", 0, 0, version=1)
     for _ in range(2):
-        outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": C["INVALID_MSG"]}}))
-        assert [e.code for e in outcome.errors] == [C["INVALID_MSG"]]
+        outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": KafkaError.INVALID_MSG}}))
+        assert [e.code for e in outcome.errors] == [KafkaError.INVALID_MSG]
         assert planner.build() is None
         clock.now += 1
 
 
 def test_classification_table() -> None:
-    assert classify_fetch_error(C["NOT_LEADER_FOR_PARTITION"]).refresh
-    assert classify_fetch_error(C["OFFSET_OUT_OF_RANGE"]).reset
-    assert classify_fetch_error(C["TOPIC_AUTHORIZATION_FAILED"]).report_once
-    assert classify_fetch_error(C["INVALID_REQUEST"]).report
+    assert classify_fetch_error(KafkaError.NOT_LEADER_FOR_PARTITION).refresh
+    assert classify_fetch_error(KafkaError.OFFSET_OUT_OF_RANGE).reset
+    assert classify_fetch_error(KafkaError.TOPIC_AUTHORIZATION_FAILED).report_once
+    assert classify_fetch_error(KafkaError.INVALID_REQUEST).report
     with pytest.raises(ValueError):
         classify_fetch_error(0)
 
@@ -230,7 +230,7 @@ def test_request_failure_backs_off_every_planned_partition() -> None:
     planner, clock = make(fetch_error_backoff_ms=200)
     planner.start("t", 0, 0, version=1)
     plan = planner.build()
-    planner.handle_failure(plan, C["_TRANSPORT"])
+    planner.handle_failure(plan, KafkaError._TRANSPORT)
     assert planner.in_flight is None and planner.build() is None
     clock.now += 0.2
     assert planner.build() is not None
@@ -240,7 +240,7 @@ def test_top_level_error_applies_to_every_partition() -> None:
     planner, _ = make()
     planner.start("t", 0, 0, version=1)
     outcome = planner.handle_response(planner.build(), respond({("t", 0): {"error_code": 0}}, version=11,
-                                                              error_code=C["NOT_LEADER_FOR_PARTITION"]))
+                                                              error_code=KafkaError.NOT_LEADER_FOR_PARTITION))
     assert outcome.refresh_topics == {"t"}
 
 
@@ -331,7 +331,7 @@ def test_a_truncated_entry_that_still_does_not_fit_is_reported() -> None:
     big = batch(0, 1, size=1000)
     planner.handle_response(planner.build(), respond({("t", 0): {"records": big[:100]}}))
     outcome = planner.handle_response(planner.build(), respond({("t", 0): {"records": big[:100]}}))
-    assert [e.code for e in outcome.errors] == [C["MSG_SIZE_TOO_LARGE"]]
+    assert [e.code for e in outcome.errors] == [KafkaError.MSG_SIZE_TOO_LARGE]
 
 
 def test_malformed_record_set_is_reported_not_raised() -> None:
@@ -339,4 +339,4 @@ def test_malformed_record_set_is_reported_not_raised() -> None:
     planner.start("t", 0, 0, version=1)
     garbage = (0).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"\x02" * 20
     outcome = planner.handle_response(planner.build(), respond({("t", 0): {"records": garbage}}))
-    assert [e.code for e in outcome.errors] == [C["_BAD_MSG"]] and planner.target("t", 0).offset == 0
+    assert [e.code for e in outcome.errors] == [KafkaError._BAD_MSG] and planner.target("t", 0).offset == 0

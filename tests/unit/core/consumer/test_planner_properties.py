@@ -19,15 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.clock import FakeClock
 
-from kqactors.core.consumer import FetchPlanner, FetchSettings
-from kqactors.core.consumer.planner import ACTIVE
-from kqactors.errors import ERROR_CODES as C
+from kqactors.core.consumer.planner import ACTIVE, FetchPlanner
+from kqactors.core.consumer.settings import FetchSettings
+from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kqactors.records import build_batch
 
 TS = 1_700_000_000_000
 KEYS = [("a", 0), ("a", 1), ("b", 0)]
-PARTITION_ERRORS = [C[name] for name in ("NOT_LEADER_FOR_PARTITION", "OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PART",
+PARTITION_ERRORS = [ERROR_CODES[name] for name in ("NOT_LEADER_FOR_PARTITION", "OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PART",
                                          "FENCED_LEADER_EPOCH", "TOPIC_AUTHORIZATION_FAILED")]
 
 KEY = st.integers(0, len(KEYS) - 1)
@@ -112,7 +112,7 @@ class Driver:
         elif kind == "fail":
             if planner.in_flight is not None:
                 plan = planner.in_flight
-                assert not planner.handle_failure(plan, C["_TRANSPORT"]).slices
+                assert not planner.handle_failure(plan, KafkaError._TRANSPORT).slices
                 assert planner.in_flight is None
         elif kind == "advance":
             self.clock.advance(event[1])

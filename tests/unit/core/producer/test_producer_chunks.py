@@ -9,7 +9,7 @@ from support.clock import FakeClock
 from kqactors.core.producer.packing import SEGMENT_BYTES, MessagePacker, pack_messages, record_size_estimate
 from kqactors.core.producer.partition import PartitionProducer
 from kqactors.core.producer.settings import ProducerSettings
-from kqactors.errors import ERROR_CODES as C
+from kqactors.errors import KafkaError
 from kqactors.records import RecordBatchBuilder, decode_record_set
 
 
@@ -89,10 +89,10 @@ def test_queued_frames_time_out_together_with_one_report_per_msgid_run():
     produce(core, clock, 6, [b"c"] * 2)
     clock.now += 0.6
     core.expire()
-    assert core.take_effects().reports == [(1, 5, C["_MSG_TIMED_OUT"], -1, -1)]
+    assert core.take_effects().reports == [(1, 5, KafkaError._MSG_TIMED_OUT, -1, -1)]
     assert core.pending_count == 2
     core.purge(in_queue=True, in_flight=False)
-    assert core.take_effects().reports == [(6, 2, C["_PURGE_QUEUE"], -1, -1)]
+    assert core.take_effects().reports == [(6, 2, KafkaError._PURGE_QUEUE, -1, -1)]
     assert core.pending_count == 0
 
 

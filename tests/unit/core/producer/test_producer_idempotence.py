@@ -8,7 +8,7 @@ from support.clock import FakeClock
 from kqactors.core.producer.batch import wrap_seq
 from kqactors.core.producer.partition import PartitionProducer
 from kqactors.core.producer.settings import ProducerSettings
-from kqactors.errors import ERROR_CODES as C
+from kqactors.errors import KafkaError
 
 
 def make(**overrides):
@@ -58,7 +58,7 @@ def test_timed_out_unsent_messages_leave_no_sequence_gap():
     core.enqueue(1, msgs(2), clock())
     clock.now += 1.5
     core.expire()
-    assert core.take_effects().reports == [(1, 2, C["_MSG_TIMED_OUT"], -1, -1)]
+    assert core.take_effects().reports == [(1, 2, KafkaError._MSG_TIMED_OUT, -1, -1)]
     core.set_leader(1)
     core.enqueue(3, msgs(2), clock())
     assert core.next_batch().base_seq == 0
@@ -70,12 +70,12 @@ def test_retriable_error_drains_then_resends_in_order_with_same_sequences():
     core.set_pid(7, 0)
     core.enqueue(1, msgs(6), clock())
     b1, b2, b3 = send_all(core)
-    core.on_result(b1.batch_id, C["NOT_ENOUGH_REPLICAS"])
+    core.on_result(b1.batch_id, KafkaError.NOT_ENOUGH_REPLICAS)
     clock.now += 5
     core.enqueue(7, msgs(2), clock())
     assert core.next_batch() is None  # draining: b2, b3 still in flight
-    core.on_result(b2.batch_id, C["NOT_ENOUGH_REPLICAS"])
-    core.on_result(b3.batch_id, C["NOT_ENOUGH_REPLICAS"])
+    core.on_result(b2.batch_id, KafkaError.NOT_ENOUGH_REPLICAS)
+    core.on_result(b3.batch_id, KafkaError.NOT_ENOUGH_REPLICAS)
     clock.now += 5
     resent = send_all(core)
     assert [(b.first_msgid, b.base_seq) for b in resent] == [(1, 0), (3, 2), (5, 4), (7, 6)]
@@ -90,12 +90,12 @@ def test_out_of_order_behind_a_failed_batch_triggers_bump_and_renumbering():
     b1, b2, b3 = send_all(core)
     for batch in (b1, b2, b3):
         batch.payload = b"encoded"  # the actor encoded them
-    core.on_result(b1.batch_id, C["MSG_SIZE_TOO_LARGE"])  # permanent: gap at seq 0..1
+    core.on_result(b1.batch_id, KafkaError.MSG_SIZE_TOO_LARGE)  # permanent: gap at seq 0..1
     effects = core.take_effects()
-    assert effects.reports == [(1, 2, C["MSG_SIZE_TOO_LARGE"], -1, -1)]
+    assert effects.reports == [(1, 2, KafkaError.MSG_SIZE_TOO_LARGE, -1, -1)]
     assert effects.bump_reason == "message sequence gap"
-    core.on_result(b2.batch_id, C["OUT_OF_ORDER_SEQUENCE_NUMBER"])
-    core.on_result(b3.batch_id, C["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    core.on_result(b2.batch_id, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    core.on_result(b3.batch_id, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
     effects = core.take_effects()
     assert effects.reports == [] and effects.fatal is None
     assert core.in_flight_count == 0
@@ -116,15 +116,15 @@ def test_head_of_line_out_of_order_is_fatal_and_purges_the_queue():
     b1 = core.next_batch()
     core.set_leader(-1)
     core.enqueue(3, msgs(1), clock())
-    core.on_result(b1.batch_id, C["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    core.on_result(b1.batch_id, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
     effects = core.take_effects()
-    assert effects.fatal is not None and effects.fatal[0] == C["OUT_OF_ORDER_SEQUENCE_NUMBER"]
-    assert effects.reports == [(1, 2, C["OUT_OF_ORDER_SEQUENCE_NUMBER"], -1, -1),
-                               (3, 1, C["_PURGE_QUEUE"], -1, -1)]
+    assert effects.fatal is not None and effects.fatal[0] == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert effects.reports == [(1, 2, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, -1),
+                               (3, 1, KafkaError._PURGE_QUEUE, -1, -1)]
     core.set_leader(1)
     core.enqueue(4, msgs(1), clock())
     assert core.next_batch() is None
-    assert core.take_effects().reports == [(4, 1, C["_FATAL"], -1, -1)]
+    assert core.take_effects().reports == [(4, 1, KafkaError._FATAL, -1, -1)]
 
 
 def test_unknown_producer_id_on_first_batch_bumps_epoch_and_retries():
@@ -132,7 +132,7 @@ def test_unknown_producer_id_on_first_batch_bumps_epoch_and_retries():
     core.set_pid(7, 0)
     core.enqueue(1, msgs(2), clock())
     b1 = core.next_batch()
-    core.on_result(b1.batch_id, C["UNKNOWN_PRODUCER_ID"])
+    core.on_result(b1.batch_id, KafkaError.UNKNOWN_PRODUCER_ID)
     effects = core.take_effects()
     assert effects.bump_reason == "unknown producer id" and effects.reports == []
     core.set_pid(7, 1)
@@ -146,13 +146,13 @@ def test_unknown_producer_id_on_a_retried_batch_is_fatal():
     core.set_pid(7, 0)
     core.enqueue(1, msgs(2), clock())
     b1 = core.next_batch()
-    core.on_result(b1.batch_id, C["REQUEST_TIMED_OUT"])
+    core.on_result(b1.batch_id, KafkaError.REQUEST_TIMED_OUT)
     clock.now += 5
     again = core.next_batch()
     assert again is b1 and again.retries == 1
-    core.on_result(again.batch_id, C["UNKNOWN_PRODUCER_ID"])
+    core.on_result(again.batch_id, KafkaError.UNKNOWN_PRODUCER_ID)
     effects = core.take_effects()
-    assert effects.fatal is not None and effects.fatal[0] == C["UNKNOWN_PRODUCER_ID"]
+    assert effects.fatal is not None and effects.fatal[0] == KafkaError.UNKNOWN_PRODUCER_ID
 
 
 def test_duplicate_sequence_counts_as_delivered_without_offset():
@@ -160,7 +160,7 @@ def test_duplicate_sequence_counts_as_delivered_without_offset():
     core.set_pid(7, 0)
     core.enqueue(1, msgs(2), clock())
     b1 = core.next_batch()
-    core.on_result(b1.batch_id, C["DUPLICATE_SEQUENCE_NUMBER"])
+    core.on_result(b1.batch_id, KafkaError.DUPLICATE_SEQUENCE_NUMBER)
     effects = core.take_effects()
     assert effects.reports == [(1, 2, 0, -1, -1)] and effects.fatal is None
 
@@ -170,7 +170,7 @@ def test_later_success_implicitly_acks_a_possibly_persisted_earlier_batch():
     core.set_pid(7, 0)
     core.enqueue(1, msgs(4), clock())
     b1, b2 = send_all(core)
-    core.on_result(b1.batch_id, C["REQUEST_TIMED_OUT"])  # may have been written
+    core.on_result(b1.batch_id, KafkaError.REQUEST_TIMED_OUT)  # may have been written
     core.on_result(b2.batch_id, 0, base_offset=10)        # broker accepted seq 2..3, so 0..1 is in
     effects = core.take_effects()
     assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 10, -1)]
@@ -195,9 +195,9 @@ def test_gapless_permanent_error_is_fatal():
     core.set_pid(7, 0)
     core.enqueue(1, msgs(2), clock())
     b1 = core.next_batch()
-    core.on_result(b1.batch_id, C["MSG_SIZE_TOO_LARGE"])
+    core.on_result(b1.batch_id, KafkaError.MSG_SIZE_TOO_LARGE)
     effects = core.take_effects()
-    assert effects.fatal is not None and effects.fatal[0] == C["_GAPLESS_GUARANTEE"]
+    assert effects.fatal is not None and effects.fatal[0] == KafkaError._GAPLESS_GUARANTEE
 
 
 def test_sequence_wraps_at_int32():

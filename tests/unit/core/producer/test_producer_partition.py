@@ -7,7 +7,7 @@ from support.clock import FakeClock
 
 from kqactors.core.producer.partition import INFLIGHT_GRACE_S, PartitionProducer
 from kqactors.core.producer.settings import ProducerSettings
-from kqactors.errors import ERROR_CODES as C
+from kqactors.errors import KafkaError
 
 
 def make(**overrides):
@@ -88,35 +88,35 @@ def test_retriable_error_retries_with_backoff_and_counts():
     core, clock = make(linger_ms=0, retries=2, retry_backoff_ms=100, retry_backoff_max_ms=1000)
     core.enqueue(1, msgs(1), clock())
     batch = core.next_batch()
-    core.on_result(batch.batch_id, C["REQUEST_TIMED_OUT"])
+    core.on_result(batch.batch_id, KafkaError.REQUEST_TIMED_OUT)
     assert core.take_effects().reports == []
     assert core.next_batch() is None  # backing off 100 ms (jitter fixed at 1.0)
     clock.advance(0.101)
     again = core.next_batch()
     assert again is batch and again.retries == 1
-    core.on_result(again.batch_id, C["REQUEST_TIMED_OUT"])
+    core.on_result(again.batch_id, KafkaError.REQUEST_TIMED_OUT)
     clock.advance(0.199)
     assert core.next_batch() is None  # second backoff doubled to 200 ms
     clock.advance(0.002)
     third = core.next_batch()
     assert third.retries == 2
-    core.on_result(third.batch_id, C["REQUEST_TIMED_OUT"])
-    assert core.take_effects().reports == [(1, 1, C["REQUEST_TIMED_OUT"], -1, -1)]
+    core.on_result(third.batch_id, KafkaError.REQUEST_TIMED_OUT)
+    assert core.take_effects().reports == [(1, 1, KafkaError.REQUEST_TIMED_OUT, -1, -1)]
 
 
 def test_retries_zero_fails_on_first_error():
     core, clock = make(linger_ms=0, retries=0)
     core.enqueue(1, msgs(1), clock())
     batch = core.next_batch()
-    core.on_result(batch.batch_id, C["NOT_ENOUGH_REPLICAS"])
-    assert core.take_effects().reports == [(1, 1, C["NOT_ENOUGH_REPLICAS"], -1, -1)]
+    core.on_result(batch.batch_id, KafkaError.NOT_ENOUGH_REPLICAS)
+    assert core.take_effects().reports == [(1, 1, KafkaError.NOT_ENOUGH_REPLICAS, -1, -1)]
 
 
 def test_refresh_errors_request_metadata_and_do_not_use_up_retries():
     core, clock = make(linger_ms=0, retries=0)
     core.enqueue(1, msgs(1), clock())
     batch = core.next_batch()
-    core.on_result(batch.batch_id, C["NOT_LEADER_FOR_PARTITION"])
+    core.on_result(batch.batch_id, KafkaError.NOT_LEADER_FOR_PARTITION)
     effects = core.take_effects()
     assert effects.refresh_reason and effects.reports == []
     clock.advance(1)
@@ -127,8 +127,8 @@ def test_permanent_error_fails_batch_immediately():
     core, clock = make(linger_ms=0)
     core.enqueue(1, msgs(3), clock())
     batch = core.next_batch()
-    core.on_result(batch.batch_id, C["MSG_SIZE_TOO_LARGE"])
-    assert core.take_effects().reports == [(1, 3, C["MSG_SIZE_TOO_LARGE"], -1, -1)]
+    core.on_result(batch.batch_id, KafkaError.MSG_SIZE_TOO_LARGE)
+    assert core.take_effects().reports == [(1, 3, KafkaError.MSG_SIZE_TOO_LARGE, -1, -1)]
     assert core.pending_count == 0
 
 
@@ -141,10 +141,10 @@ def test_message_timeout_in_queue_without_leader():
     assert core.next_wakeup() == pytest.approx(clock() + 0.5)
     clock.advance(0.5)
     core.expire()
-    assert core.take_effects().reports == [(1, 2, C["_MSG_TIMED_OUT"], -1, -1)]
+    assert core.take_effects().reports == [(1, 2, KafkaError._MSG_TIMED_OUT, -1, -1)]
     clock.advance(0.5)
     core.expire()
-    assert core.take_effects().reports == [(3, 1, C["_MSG_TIMED_OUT"], -1, -1)]
+    assert core.take_effects().reports == [(3, 1, KafkaError._MSG_TIMED_OUT, -1, -1)]
 
 
 def test_message_times_out_while_retrying():
@@ -152,15 +152,15 @@ def test_message_times_out_while_retrying():
     core.enqueue(1, msgs(1), clock())
     batch = core.next_batch()
     for _ in range(2):
-        core.on_result(batch.batch_id, C["NOT_ENOUGH_REPLICAS"])
+        core.on_result(batch.batch_id, KafkaError.NOT_ENOUGH_REPLICAS)
         clock.advance(0.15)
         batch = core.next_batch() or batch
     assert core.take_effects().reports == []
     clock.advance(0.2)
     core.expire()
-    core.on_result(batch.batch_id, C["NOT_ENOUGH_REPLICAS"])
+    core.on_result(batch.batch_id, KafkaError.NOT_ENOUGH_REPLICAS)
     reports = core.take_effects().reports
-    assert reports == [(1, 1, C["_MSG_TIMED_OUT"], -1, -1)]
+    assert reports == [(1, 1, KafkaError._MSG_TIMED_OUT, -1, -1)]
 
 
 def test_retriable_error_after_deadline_becomes_msg_timed_out():
@@ -168,8 +168,8 @@ def test_retriable_error_after_deadline_becomes_msg_timed_out():
     core.enqueue(1, msgs(1), clock())
     batch = core.next_batch()
     clock.advance(0.2)
-    core.on_result(batch.batch_id, C["_TIMED_OUT"])
-    assert core.take_effects().reports == [(1, 1, C["_MSG_TIMED_OUT"], -1, -1)]
+    core.on_result(batch.batch_id, KafkaError._TIMED_OUT)
+    assert core.take_effects().reports == [(1, 1, KafkaError._MSG_TIMED_OUT, -1, -1)]
 
 
 def test_stuck_in_flight_batch_is_failed_locally():
@@ -178,7 +178,7 @@ def test_stuck_in_flight_batch_is_failed_locally():
     core.next_batch()
     clock.advance(0.1 + INFLIGHT_GRACE_S)
     core.expire()
-    assert core.take_effects().reports == [(1, 1, C["_MSG_TIMED_OUT"], -1, -1)]
+    assert core.take_effects().reports == [(1, 1, KafkaError._MSG_TIMED_OUT, -1, -1)]
     assert core.in_flight_count == 0
 
 
@@ -198,9 +198,9 @@ def test_purge_queue_and_in_flight():
     core.set_leader(-1)
     core.enqueue(3, msgs(3), clock())
     core.purge(in_queue=True, in_flight=False)
-    assert core.take_effects().reports == [(3, 3, C["_PURGE_QUEUE"], -1, -1)]
+    assert core.take_effects().reports == [(3, 3, KafkaError._PURGE_QUEUE, -1, -1)]
     core.purge(in_queue=False, in_flight=True)
-    assert core.take_effects().reports == [(1, 2, C["_PURGE_INFLIGHT"], -1, -1)]
+    assert core.take_effects().reports == [(1, 2, KafkaError._PURGE_INFLIGHT, -1, -1)]
     assert core.on_result(batch.batch_id, 0) is False
 
 
@@ -208,8 +208,8 @@ def test_non_idempotent_retry_goes_before_newer_messages():
     core, clock = make(linger_ms=0, batch_num_messages=1)
     core.enqueue(1, msgs(3), clock())
     first, second, third = drain_batches(core)
-    core.on_result(second.batch_id, C["REQUEST_TIMED_OUT"])
-    core.on_result(first.batch_id, C["REQUEST_TIMED_OUT"])
+    core.on_result(second.batch_id, KafkaError.REQUEST_TIMED_OUT)
+    core.on_result(first.batch_id, KafkaError.REQUEST_TIMED_OUT)
     core.enqueue(4, msgs(1), clock())
     clock.advance(1)
     order = [b.first_msgid for b in drain_batches(core)]
@@ -219,7 +219,7 @@ def test_non_idempotent_retry_goes_before_newer_messages():
 def test_every_message_gets_exactly_one_report_under_mixed_outcomes():
     core, clock = make(linger_ms=0, batch_num_messages=3, retries=1, message_timeout_ms=5000)
     core.enqueue(1, msgs(30), clock())
-    errors = [0, C["REQUEST_TIMED_OUT"], C["MSG_SIZE_TOO_LARGE"], C["NOT_LEADER_FOR_PARTITION"]]
+    errors = [0, KafkaError.REQUEST_TIMED_OUT, KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.NOT_LEADER_FOR_PARTITION]
     step = 0
     reported: dict[int, int] = {}
     for _ in range(200):

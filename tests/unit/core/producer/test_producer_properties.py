@@ -28,14 +28,14 @@ from kqactors.core.producer.batch import Batch, wrap_seq
 from kqactors.core.producer.idempotence import IdempotenceState
 from kqactors.core.producer.partition import INFLIGHT_GRACE_S, PartitionProducer
 from kqactors.core.producer.settings import ProducerSettings
-from kqactors.errors import ERROR_CODES as C
+from kqactors.errors import ERROR_CODES, KafkaError
 
 PRODUCER_ID = 7
 TIMEOUT_MS = 1000
 
-RETRIABLE = [C[name] for name in (
+RETRIABLE = [ERROR_CODES[name] for name in (
     "REQUEST_TIMED_OUT", "NOT_LEADER_FOR_PARTITION", "_TRANSPORT", "NOT_ENOUGH_REPLICAS", "_TIMED_OUT")]
-OTHER_ERRORS = [C[name] for name in (
+OTHER_ERRORS = [ERROR_CODES[name] for name in (
     "MSG_SIZE_TOO_LARGE", "TOPIC_AUTHORIZATION_FAILED", "OUT_OF_ORDER_SEQUENCE_NUMBER",
     "DUPLICATE_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID")]
 # Mostly retriable: permanent and idempotence errors often end a script (fatal), retries pile up state.
@@ -200,8 +200,8 @@ def check_final(driver: Driver) -> None:
 # Two batches fail in the opposite order to the one they were sent in: the older must still go out first.
 _REVERSED_FAILURES = (dict(linger_ms=0, batch_num_messages=1, max_in_flight=2, retries=3, retry_backoff_ms=1,
                            retry_backoff_max_ms=1, message_timeout_ms=TIMEOUT_MS),
-                      [("append", 2), ("send",), ("send",), ("fail", 1, C["NOT_ENOUGH_REPLICAS"], True),
-                       ("fail", 0, C["NOT_ENOUGH_REPLICAS"], True), ("advance", 0.05), ("send",), ("send",)],
+                      [("append", 2), ("send",), ("send",), ("fail", 1, KafkaError.NOT_ENOUGH_REPLICAS, True),
+                       ("fail", 0, KafkaError.NOT_ENOUGH_REPLICAS, True), ("advance", 0.05), ("send",), ("send",)],
                       False)
 
 
@@ -251,7 +251,7 @@ def test_idempotence_state_stamps_contiguous_wrapping_sequences_and_restarts_on_
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(1, 3),
-       st.lists(st.sampled_from([0, *RETRIABLE, C["UNKNOWN_PRODUCER_ID"], C["OUT_OF_ORDER_SEQUENCE_NUMBER"]]),
+       st.lists(st.sampled_from([0, *RETRIABLE, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER]),
                 min_size=5, max_size=5))
 def test_an_epoch_bump_renumbers_the_waiting_retries_from_zero_in_msgid_order(appends, per_batch, answers):
     """Up to five batches in flight get answers in send order, the partition drains and bumps its epoch; what

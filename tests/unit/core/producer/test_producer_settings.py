@@ -13,7 +13,7 @@ from kqactors.core.producer.classify import (
     classify_produce_error,
 )
 from kqactors.core.producer.settings import ProducerSettings, retry_backoff_ms
-from kqactors.errors import ERROR_CODES as C
+from kqactors.errors import ERROR_CODES, KafkaError
 
 
 def test_defaults_are_librdkafkas():
@@ -75,14 +75,14 @@ def test_backoff_doubles_caps_and_jitters():
     ("INVALID_REQUIRED_ACKS", PERMANENT | NOT_PERSISTED, True),
 ])
 def test_produce_error_table(name, flags, counted):
-    action = classify_produce_error(C[name])
+    action = classify_produce_error(ERROR_CODES[name])
     assert action.flags == flags
     assert action.count_retry == counted
     assert action.retriable == bool(flags & (RETRY | REFRESH))
 
 
 def test_every_known_code_is_classified_and_unknown_codes_are_permanent():
-    for code in set(C.values()):
+    for code in set(ERROR_CODES.values()):
         action = classify_produce_error(code)
         assert action.flags & (RETRY | REFRESH | PERMANENT)
         assert not (action.retriable and action.flags & PERMANENT)
@@ -90,5 +90,5 @@ def test_every_known_code_is_classified_and_unknown_codes_are_permanent():
 
 
 def test_unsent_request_retry_is_free_and_not_persisted():
-    action = classify_produce_error(C["REQUEST_TIMED_OUT"], request_sent=False)
+    action = classify_produce_error(KafkaError.REQUEST_TIMED_OUT, request_sent=False)
     assert action.flags == RETRY | NOT_PERSISTED and not action.count_retry

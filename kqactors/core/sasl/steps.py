@@ -123,7 +123,9 @@ class SaslAuthenticateStep:
             server_error = getattr(mechanism, "server_error", "")
             if server_error:
                 detail = f"{detail} (token refused: {server_error})"
-            raise HandshakeError(f"SASL authentication error: {detail} (mechanism {mechanism.name})")
+            if mechanism.name not in detail:
+                detail = f"{detail} (mechanism {mechanism.name})"
+            raise HandshakeError(f"SASL authentication error: {detail}")
         if mechanism.done and not response.auth_bytes:
             self.owner.authenticated(response.session_lifetime_ms)
             return None

@@ -92,10 +92,11 @@ def fetch_oidc_token(config: dict[str, Any], now: float) -> OAuthToken:
 
 class OAuthActor(Actor):
     """``oauth``. ``config``: the security properties (librdkafka names); ``callback``: True when the app
-    has an oauth_cb; ``token``: the app's first token (a token_payload) or None; ``app``: the app's address."""
+    has an oauth_cb; ``token``: the app's first token (a token_payload) or None, ``error`` why there is none;
+    ``app``: the app's address."""
 
     def __init__(self, ctx: ActorContext, config: dict[str, Any] | None = None, callback: bool = False,
-                 token: dict[str, Any] | None = None, app: str = "app") -> None:
+                 token: dict[str, Any] | None = None, app: str = "app", error: str = "") -> None:
         super().__init__(ctx)
         self.config = dict(config or {})
         self.app = app
@@ -116,6 +117,9 @@ class OAuthActor(Actor):
         self._inbox: ThreadInbox | None = None
         if token:
             self._accept(token)
+        elif error:  # the app's first oauth_cb run failed: requests hear why until the retry
+            self.error = error
+            self.retry_at = time.time() + RETRY_AFTER_S
 
     def __repr__(self) -> str:
         return f"<OAuthActor {self.source}>"

@@ -79,3 +79,76 @@ def _close(client: Any) -> None:
         client.close(1)
     else:
         client.close()
+
+
+USERS = {"alice": "alice-secret-pw", "bob": "bob=,secret"}
+CLIENTS = {"svc-client": "svc-client-secret-77"}
+
+
+class SaslBed:
+    """Tansu behind the SASL gateway (and, with ``tls``, stunnel in front of the gateway), a token endpoint
+    whose key the gateway verifies OAUTHBEARER tokens with, and the users and OAuth clients above."""
+
+    def __init__(self, tls_cert: Any = None, mechanisms: tuple[str, ...] | None = None,
+                 session_lifetime_ms: int = 0) -> None:
+        from kqactors.testing._process import free_loopback_port
+        from kqactors.testing.sasl_gateway import MECHANISMS, SaslGateway, TokenEndpoint
+        from kqactors.testing.tansu import TansuBroker
+        self.front_port = free_loopback_port()
+        self.idp = TokenEndpoint(CLIENTS).start()
+        self.tansu = TansuBroker(advertised_port=self.front_port).start()
+        gateway_port = free_loopback_port() if tls_cert is not None else self.front_port
+        self.gateway = SaslGateway(self.tansu.port, self.tansu.api_versions, USERS, mechanisms or MECHANISMS,
+                                   token_key_pem=self.idp.public_key_pem, allow_unsecured_jwt=True,
+                                   port=gateway_port, session_lifetime_ms=session_lifetime_ms).start()
+        self.proxy = None
+        if tls_cert is not None:
+            from kqactors.testing.stunnel import StunnelProxy
+            self.proxy = StunnelProxy(gateway_port, tls_cert.cert, tls_cert.key, port=self.front_port).start()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.front_port}"
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+        self.gateway.stop()
+        self.tansu.stop()
+        self.idp.stop()
+
+
+def sasl_bed(**kwargs: Any) -> Iterator[SaslBed]:
+    pytest.importorskip("scramp")
+    pytest.importorskip("jwt")
+    bed = SaslBed(**kwargs)
+    try:
+        yield bed
+    finally:
+        bed.stop()
+
+
+def mechanism_conf(bed: SaslBed, mechanism: str, user: str = "alice") -> dict[str, Any]:
+    """The properties of one way to authenticate (``mechanism`` names a scenario: PLAIN, SCRAM-SHA-256,
+    SCRAM-SHA-512, OAUTHBEARER-oidc, OAUTHBEARER-unsecured, OAUTHBEARER-cb)."""
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        return {"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": USERS[user]}
+    if mechanism == "OAUTHBEARER-oidc":
+        client, secret = next(iter(CLIENTS.items()))
+        return {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+                "sasl.oauthbearer.client.id": client, "sasl.oauthbearer.client.secret": secret,
+                "sasl.oauthbearer.token.endpoint.url": bed.idp.url, "sasl.oauthbearer.scope": "kafka",
+                "sasl.oauthbearer.extensions": "tenant=blue"}
+    if mechanism == "OAUTHBEARER-unsecured":
+        return {"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": "principal=carol scope=read,write extension_traceId=42"}
+    if mechanism == "OAUTHBEARER-cb":
+        def oauth_cb(_config: str) -> tuple[str, float, str, dict[str, str]]:
+            token = bed.idp.issue("dave", "kafka", lifetime_s=600)
+            return token, time.time() + 600, "dave", {"tenant": "green"}
+        return {"sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb}
+    raise ValueError(mechanism)
+
+
+PRINCIPALS = {"PLAIN": "alice", "SCRAM-SHA-256": "alice", "SCRAM-SHA-512": "alice",
+              "OAUTHBEARER-oidc": "svc-client", "OAUTHBEARER-unsecured": "carol", "OAUTHBEARER-cb": "dave"}

@@ -52,5 +52,8 @@ def token_actor_args(shipped: Mapping[str, Any], callback: Callable[[str], Any] 
     args: dict[str, Any] = {"config": config, "callback": callback is not None, "token": None}
     if callback is not None:
         first = run_oauth_cb(callback, str(config.get("sasl.oauthbearer.config") or ""))
-        args["token"] = first if first["value"] is not None else None
+        if first["value"] is not None:
+            args["token"] = first
+        else:
+            args["error"] = first["error"]
     return args

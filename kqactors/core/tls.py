@@ -44,8 +44,10 @@ def _value(conf: Mapping[str, Any], name: str, default: Any = "") -> Any:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return f"{exc.library or 'ssl'}: {exc.reason}" if exc.library else str(exc.reason)
+    reason = getattr(exc, "reason", None)
+    if isinstance(exc, ssl.SSLError) and reason:
+        library = getattr(exc, "library", None)
+        return f"{library}: {reason}" if library else str(reason)
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
     return str(exc) or type(exc).__name__

@@ -104,7 +104,7 @@ def describe_ssl_error(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"certificate verify failed: {exc.verify_message or exc.reason}"
     if isinstance(exc, ssl.SSLError):
-        reason = str(exc.reason or exc.strerror or exc)
+        reason = str(getattr(exc, "reason", None) or exc.strerror or exc)
         if "ALERT" in reason:  # the broker's alert, e.g. TLSV13_ALERT_CERTIFICATE_REQUIRED
             reason = f"broker sent alert: {reason.lower().replace('_', ' ')}"
             if "certificate" in reason:

@@ -26,7 +26,7 @@ UNSUPPORTED = {
     "ssl.providers": "OpenSSL providers cannot be selected through Python's ssl module",
     "ssl.sigalgs.list": "Python's ssl module cannot set the signature algorithms list",
 }
-"""librdkafka properties that cannot apply to Python's ssl module: setting one is an error, not ignored."""
+"""librdkafka properties that cannot apply to Python's ssl module: with TLS in use, setting one is an error."""
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -67,9 +67,10 @@ def check_security(config: Mapping[str, Any], is_set: Callable[[str], bool], exp
                    error: Callable[[str], Exception]) -> None:
     """librdkafka's construction-time checks. ``failed(reason)`` makes "Failed to create <kind>: reason";
     ``error(text)`` a plain configuration error; both are raised here."""
-    for name in sorted(explicit_ignored):
-        if name in UNSUPPORTED:
-            raise error(f'Configuration property "{name}" is not supported by kqactors: {UNSUPPORTED[name]}')
+    if uses_tls(config):
+        for name in sorted(explicit_ignored):
+            if name in UNSUPPORTED:
+                raise error(f'Configuration property "{name}" is not supported by kqactors: {UNSUPPORTED[name]}')
     mechanism = str(config["sasl.mechanisms"]).strip()
     if uses_sasl(config):
         if mechanism == "GSSAPI":

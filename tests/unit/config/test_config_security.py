@@ -34,9 +34,9 @@ def _error(conf) -> KafkaError:
       "sasl.oauthbearer.config": "scope=x"}, "principal=<value> is required"),
     ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent"}, "ssl.ca.location failed"),
     ({"security.protocol": "SSL", "ssl.keystore.location": "/x.p12"}, "ssl.keystore.location failed"),
-    ({"ssl.engine.location": "/x.so"}, "OpenSSL engines cannot be loaded"),
-    ({"ssl.providers": "legacy"}, "providers"),
-    ({"ssl.sigalgs.list": "RSA+SHA256"}, "signature algorithms"),
+    ({"security.protocol": "SSL", "ssl.engine.location": "/x.so"}, "OpenSSL engines cannot be loaded"),
+    ({"security.protocol": "SASL_SSL", "ssl.providers": "legacy"}, "providers"),
+    ({"security.protocol": "SSL", "ssl.sigalgs.list": "RSA+SHA256"}, "signature algorithms"),
 ])
 def test_invalid_security_settings_fail_with_the_reason(conf, text):
     error = _error(conf)

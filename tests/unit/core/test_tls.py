@@ -81,3 +81,38 @@ def test_one_context_per_process_and_settings(ca):
     conf = {"ssl.ca.location": str(ca.cert_path)}
     assert context_for(conf) is context_for(dict(conf))
     assert context_for(conf) is not context_for({**conf, "ssl.endpoint.identification.algorithm": "none"})
+
+
+def test_a_hashed_ca_directory_is_a_trust_source(ca, tmp_path):
+    import shutil
+    import subprocess
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl command not found (needed to name the hashed CA file)")
+    digest = subprocess.run([openssl, "x509", "-hash", "-noout", "-in", str(ca.cert_path)], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    (tmp_path / f"{digest}.0").write_text(ca.cert_pem)
+    ctx = build_context({"ssl.ca.location": str(tmp_path)})
+    # a directory is looked up lazily, per handshake: verify a certificate the CA issued against it
+    import socket
+    import threading
+    server_cert = ca.issue("dir-server", hosts=("127.0.0.1",))
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(server_cert.cert, server_cert.key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        try:
+            with server_ctx.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(1)
+        except (ssl.SSLError, OSError):
+            pass
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with socket.create_connection(("127.0.0.1", port)) as raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        assert tls.getpeercert()["subject"]
+        tls.send(b"x")
+    thread.join(5)
+    listener.close()

@@ -10,7 +10,10 @@ tokens when ``allow_unsecured_jwt``), failing as Kafka does: a JSON error challe
 SASL_AUTHENTICATION_FAILED once the client answers it. The broker behind must advertise the gateway's port (or
 the TLS terminator's in front of it) — ``TansuBroker(advertised_port=...)`` — so no address is rewritten.
 
-``SaslGateway.authentications`` records (mechanism, principal, extensions) of each success for tests.
+``SaslGateway.authentications`` (and ``reauthentications``, KIP-368: SASL requests on an authenticated
+connection are answered here too) record (mechanism, principal, extensions) of each success for tests. With
+``session_lifetime_ms`` the gateway grants that session lifetime and, as Kafka, closes a connection that sends
+a request after it expired without re-authenticating.
 """
 
 from __future__ import annotations
@@ -64,9 +67,9 @@ def _read_frame(sock: socket.socket) -> bytes:
     return _read_exact(sock, size)
 
 
-def _send_response(sock: socket.socket, api_key: int, version: int, corr_id: int, body: bytes) -> None:
+def _response(api_key: int, version: int, corr_id: int, body: bytes) -> bytes:
     header = _SIZE.pack(corr_id) + (b"\x00" if response_header_version(api_key, version) >= 1 else b"")
-    sock.sendall(_SIZE.pack(len(header) + len(body)) + header + body)
+    return _SIZE.pack(len(header) + len(body)) + header + body
 
 
 class TokenEndpoint:
@@ -255,6 +258,7 @@ class SaslGateway:
         self._api_keys = [ApiVersion(api_key=k, min_version=lo, max_version=hi)
                           for k, (lo, hi) in sorted(versions.items())]
         self.authentications: list[tuple[str, str, dict[str, str]]] = []
+        self.reauthentications: list[tuple[str, str, dict[str, str]]] = []
         self.failures: list[str] = []
         self._listener: socket.socket | None = None
         self._stopping = threading.Event()
@@ -316,58 +320,69 @@ class SaslGateway:
             threading.Thread(target=self._serve, args=(client,), name="kq-sasl-conn", daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
+        session = _Session()
         try:
-            if self._authenticate(client):
-                self._forward(client)
+            if self._authenticate(client, session):
+                self._forward(client, session)
         except (_Closed, OSError):
             pass
         finally:
             client.close()
 
-    def _authenticate(self, client: socket.socket) -> bool:
-        mechanism: str | None = None
-        server: Any = None
+    def _authenticate(self, client: socket.socket, session: _Session, frame: bytes | None = None,
+                      send: Any = None) -> bool:
+        """Answer ApiVersions / SaslHandshake / SaslAuthenticate until the client is authenticated (True) or
+        refused (False). With ``frame`` (a re-authentication on a forwarded connection) the first request is
+        given and ``send`` writes answers."""
+        send = send or (lambda data: client.sendall(data))
         while True:
-            frame = _read_frame(client)
+            if frame is None:
+                frame = _read_frame(client)
             api_key, version, corr_id = _HEADER.unpack_from(frame, 0)
-            if api_key == API_VERSIONS:
+            current, frame = frame, None
+            if api_key == API_VERSIONS and not session.reauthenticating:
                 if version > 3:
                     body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=self._api_keys).encode(0)
-                    _send_response(client, api_key, 0, corr_id, body)
+                    send(_response(api_key, 0, corr_id, body))
                 else:
                     body = ApiVersionsResponse(error_code=0, api_keys=self._api_keys).encode(version)
-                    _send_response(client, api_key, version, corr_id, body)
+                    send(_response(api_key, version, corr_id, body))
                 continue
             if api_key == SASL_HANDSHAKE:
-                _, _, _, _, request = decode_request(frame)
-                if request.mechanism not in self.mechanisms:
+                _, _, _, _, request = decode_request(current)
+                if request.mechanism not in self.mechanisms or (session.reauthenticating
+                                                                and request.mechanism != session.mechanism):
                     body = SaslHandshakeResponse(error_code=UNSUPPORTED_SASL_MECHANISM,
                                                  mechanisms=list(self.mechanisms)).encode(version)
-                    _send_response(client, api_key, version, corr_id, body)
+                    send(_response(api_key, version, corr_id, body))
                     self.failures.append(f"unsupported mechanism {request.mechanism}")
                     return False
-                mechanism = request.mechanism
-                server = self._server_for(mechanism)
-                _send_response(client, api_key, version, corr_id,
-                               SaslHandshakeResponse(error_code=0, mechanisms=list(self.mechanisms)).encode(version))
+                session.mechanism = request.mechanism
+                session.server = self._server_for(request.mechanism)
+                send(_response(api_key, version, corr_id,
+                               SaslHandshakeResponse(error_code=0, mechanisms=list(self.mechanisms)).encode(version)))
                 continue
-            if api_key == SASL_AUTHENTICATE and server is not None:
-                _, _, _, _, request = decode_request(frame)
+            if api_key == SASL_AUTHENTICATE and session.server is not None:
+                _, _, _, _, request = decode_request(current)
                 try:
-                    answer, done = server.step(bytes(request.auth_bytes))
+                    answer, done = session.server.step(bytes(request.auth_bytes))
                 except _Refused as refused:
                     body = SaslAuthenticateResponse(error_code=SASL_AUTHENTICATION_FAILED,
                                                     error_message=str(refused)).encode(version)
-                    _send_response(client, api_key, version, corr_id, body)
+                    send(_response(api_key, version, corr_id, body))
                     self.failures.append(str(refused))
                     return False
                 lifetime = self.session_lifetime_ms if done else 0
                 body = SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer,
                                                 session_lifetime_ms=lifetime).encode(version)
-                _send_response(client, api_key, version, corr_id, body)
+                send(_response(api_key, version, corr_id, body))
                 if done:
-                    self.authentications.append((mechanism or "", server.principal,
-                                                 dict(getattr(server, "extensions", {}))))
+                    record = (session.mechanism or "", session.server.principal,
+                              dict(getattr(session.server, "extensions", {})))
+                    (self.reauthentications if session.reauthenticating else self.authentications).append(record)
+                    session.expires = time.monotonic() + lifetime / 1000 if lifetime else 0.0
+                    session.server = None
+                    session.reauthenticating = False
                     return True
                 continue
             self.failures.append(f"request {api_key} before authentication")
@@ -380,31 +395,65 @@ class SaslGateway:
             return _ScramServer(mechanism, self.users)
         return _OAuthServer(self.token_key_pem, self.allow_unsecured_jwt)
 
-    def _forward(self, client: socket.socket) -> None:
+    def _forward(self, client: socket.socket, session: _Session) -> None:
+        """Frames both ways; SASL requests on the way up are a re-authentication (KIP-368) answered here, and
+        a request after the session expired closes the connection, as a Kafka broker does."""
         upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
         self._track(upstream)
+        lock = threading.Lock()
 
-        def pump(source: socket.socket, sink: socket.socket) -> None:
+        def to_client(data: bytes) -> None:
+            with lock:
+                client.sendall(data)
+
+        def close_both() -> None:
+            for sock in (client, upstream):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        def back() -> None:
             try:
                 while True:
-                    data = source.recv(256 * 1024)
-                    if not data:
-                        break
-                    sink.sendall(data)
-            except OSError:
+                    frame = _read_frame(upstream)
+                    to_client(_SIZE.pack(len(frame)) + frame)
+            except (_Closed, OSError):
                 pass
             finally:
-                for sock in (source, sink):
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                close_both()
 
-        back = threading.Thread(target=pump, args=(upstream, client), name="kq-sasl-back", daemon=True)
-        back.start()
-        pump(client, upstream)
-        back.join(5)
-        upstream.close()
+        thread = threading.Thread(target=back, name="kq-sasl-back", daemon=True)
+        thread.start()
+        try:
+            while True:
+                frame = _read_frame(client)
+                (api_key,) = struct.unpack_from(">h", frame, 0)
+                if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    session.reauthenticating = True
+                    if not self._authenticate(client, session, frame, to_client):
+                        break
+                    continue
+                if session.expires and time.monotonic() > session.expires:
+                    self.failures.append("session expired without re-authentication")
+                    break
+                upstream.sendall(_SIZE.pack(len(frame)) + frame)
+        except (_Closed, OSError):
+            pass
+        finally:
+            close_both()
+            thread.join(5)
+            upstream.close()
+
+
+class _Session:
+    """One connection's authentication state."""
+
+    def __init__(self) -> None:
+        self.mechanism = ""
+        self.server: Any = None
+        self.reauthenticating = False
+        self.expires = 0.0
 
 
 class _PlainServer:

@@ -49,6 +49,8 @@ TICK_SECONDS = 0.05
 _CONNECT = "BROKER_CONNECT"
 _TICK = "BROKER_TICK"
 _RESOLVED = "BROKER_RESOLVED"
+_REAUTH = "BROKER_REAUTH"
+REAUTH_AT = 0.9  # KIP-368: re-authenticate at 90% of the session lifetime the broker granted
 _PRE_TRANSPORT = (ConnState.CONNECT, ConnState.SSL_HANDSHAKE)
 
 
@@ -89,6 +91,8 @@ class BrokerActor(Actor):
         self.unsent_requests: list[tuple[Op, float]] = []
         self.partitions: set[tuple[str, int]] = set()
         self.reconnect_timer: int | None = None
+        self.reauth_timer: int | None = None
+        self.reauthentications = 0
         self.connect_attempts = 0
         self.stopped = False
         self._addr_index = 0
@@ -437,6 +441,7 @@ class BrokerActor(Actor):
     def _on_up(self, now: float) -> None:
         self.connect_attempts = 0
         self.security.on_up()
+        self._schedule_reauth()
         self._report_state()
         self._flush_requests(now)
         self.sink.flush(now)
@@ -483,6 +488,45 @@ class BrokerActor(Actor):
         self._schedule_reconnect(now)
         self._report_state()
 
+    # ---- re-authentication (KIP-368) ---------------------------------------------------------------------
+
+    def _schedule_reauth(self) -> None:
+        authenticator = self.security.authenticator
+        if self.reauth_timer is not None:
+            self.ctx.cancel_timer(self.reauth_timer)
+            self.reauth_timer = None
+        if authenticator is not None and authenticator.session_lifetime_ms > 0:
+            delay = max(0.05, authenticator.session_lifetime_ms * REAUTH_AT / 1000)
+            self.reauth_timer = self.ctx.timer(delay, Op(_REAUTH))
+
+    @on(_REAUTH)
+    def _on_reauth_timer(self, _op: Op) -> None:
+        self.reauth_timer = None
+        if self.conn.state != ConnState.UP or self.stopped:
+            return
+        if self.security.mechanism == "OAUTHBEARER":  # the token source's current token, fresh if due
+            self.security.token = None
+            self.security.request_token(self.ctx, self.socket_timeout_ms / 1000, self._reauthenticate)
+            return
+        self._reauthenticate("")
+
+    def _reauthenticate(self, error: str) -> None:
+        now = time.monotonic()
+        if self.conn.state != ConnState.UP or self.transport is None:
+            return
+        if error:
+            self._disconnect(error, now, KafkaError._AUTHENTICATION)
+            return
+        try:
+            started = self.conn.start_reauthentication(now)
+        except HandshakeError as exc:
+            self._disconnect(str(exc), now, exc.error_code)
+            return
+        if started:
+            self.reauthentications += 1
+            self._report_state()
+            self.write()
+
     def _security_failure(self, code: int, reason: str) -> str:
         """A TLS or authentication failure is told to error_cb (once per reason) in librdkafka's form:
         "<protocol>://host:port/node: reason (after N ms in state S)"; the same text fails the requests."""
@@ -496,6 +540,9 @@ class BrokerActor(Actor):
         return text
 
     def _close_transport(self) -> None:
+        if self.reauth_timer is not None:
+            self.ctx.cancel_timer(self.reauth_timer)
+            self.reauth_timer = None
         if self.transport is not None:
             try:
                 self.ctx.unregister_fd(self._fd)

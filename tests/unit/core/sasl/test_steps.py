@@ -126,3 +126,35 @@ def test_disconnect_during_authentication_fails_nothing_internal_and_retries_fre
     assert conn.on_disconnect(0.0, "gone") == []
     seen = _run(conn, _broker([lambda r: SaslAuthenticateResponse()]))
     assert seen[-1][0] == 36
+
+
+def test_reauthentication_on_an_up_connection_holds_new_requests_until_done():
+    from kqactors.core.connection import Request
+    conn, auth = _conn()
+    _run(conn, _broker([lambda r: SaslAuthenticateResponse(session_lifetime_ms=1000)]))
+    metadata = Request(3, 12, [b"\0" * 10])
+    conn.enqueue(metadata, 0.0)
+    in_flight = b"".join(bytes(b) for b in conn.output_buffers(limit=100))
+    conn.on_written(len(in_flight), 0.0)
+    (corr_in_flight,) = struct.unpack_from(">i", in_flight, 8)
+    assert conn.start_reauthentication(1.0) and conn.state == ConnState.AUTH_HANDSHAKE
+    later = Request(3, 12, [b"\0" * 10])
+    conn.enqueue(later, 1.0)
+    data = b"".join(bytes(b) for b in conn.output_buffers(limit=100))
+    conn.on_written(len(data), 1.0)
+    api_key, _version, corr_id, _client, _request = decode_request(data[4:])
+    assert api_key == 17 and len(data) == 4 + struct.unpack_from(">i", data)[0]  # only the handshake went out
+    # the request in flight before the re-authentication still completes meanwhile
+    done = conn.feed(struct.pack(">ii", 4 + 2, corr_in_flight) + b"\0\0", 1.0)
+    assert [c.request for c in done] == [metadata]
+    conn.feed(struct.pack(">ii", 4 + len(body := SaslHandshakeResponse(mechanisms=["PLAIN"]).encode(1)), corr_id)
+              + body, 1.0)
+    assert conn.state == ConnState.AUTH_REQ
+    data = b"".join(bytes(b) for b in conn.output_buffers(limit=100))
+    conn.on_written(len(data), 1.0)
+    _k, version, corr_id, _c, _r = decode_request(data[4:])
+    body = SaslAuthenticateResponse(session_lifetime_ms=1000).encode(version)
+    header = struct.pack(">i", corr_id) + (b"\0" if response_header_version(36, version) else b"")
+    conn.feed(struct.pack(">i", len(header) + len(body)) + header + body, 1.0)
+    assert conn.state == ConnState.UP and auth.authentications == 2
+    assert conn.has_output()  # the request held during the re-authentication goes out now

@@ -192,3 +192,19 @@ def test_sasl_ssl_with_a_bad_password_fails_as_authentication_not_ssl(sasl_ssl, 
     error, _heard, took = failure(Producer, conf)
     assert error.code() == KafkaError._AUTHENTICATION and error.str().startswith("sasl_ssl://")
     assert took < 5
+
+
+@pytest.mark.parametrize("scenario", ["SCRAM-SHA-256", "OAUTHBEARER-cb"])
+def test_a_consumer_group_authenticates_its_coordinator_connection(bed, scenario):
+    from support.kafka_io import produce_numbered
+    topic = f"sasl-group-{uuid.uuid4().hex[:8]}"
+    ck_conf = _ck_conf(_conf(bed, scenario))
+    produce_numbered(bed.bootstrap, topic, 12, 1, **{k: v for k, v in ck_conf.items() if k != "bootstrap.servers"})
+    consumer = Consumer({**_conf(bed, scenario), "group.id": "g-" + topic, "kqactors.hosts": 0,
+                         "session.timeout.ms": 6000, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        assert len(drain(consumer, 12, timeout=30)) == 12
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()

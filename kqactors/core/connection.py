@@ -336,7 +336,9 @@ class Connection:
         done: list[Completion] = []
         must_disconnect = False
         if self.state in SETUP_STATES and now >= self._connect_deadline:
-            self.last_error = "connection setup timed out"
+            self.last_error = ("connection setup timed out in state SSL_HANDSHAKE (no TLS answer: is this a TLS "
+                               "listener?)" if self.state == ConnState.SSL_HANDSHAKE
+                               else "connection setup timed out")
             must_disconnect = True
         for corr_id, req in list(self.in_flight.items()):
             if now >= req.deadline:

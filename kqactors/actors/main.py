@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from kqactors.actors.stats_collector import StatsCollector
+from kqactors.config.security import broker_security_config
 from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshScheduler, snapshot_from_wire
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
@@ -80,6 +81,7 @@ def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:
     picked = {k: config[k] for k in keys if k in config}
     if "max.in.flight" in config and "max.in.flight.requests.per.connection" not in picked:
         picked["max.in.flight.requests.per.connection"] = config["max.in.flight"]
+    picked.update(broker_security_config(config))  # TLS and SASL settings (secrets included: never logged)
     return picked
 
 

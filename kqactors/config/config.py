@@ -7,11 +7,10 @@ parsing (librdkafka's string forms: "true", "100", "all"), range/enum checks, al
 fetch sizes, group protocol) with librdkafka's error wording.
 
 Unknown names are rejected exactly like librdkafka (``No such configuration property: "foo"``).
-librdkafka properties that kqactors does not implement (SSL/SASL details, socket callbacks, legacy
+librdkafka properties that kqactors does not implement (Kerberos, socket callbacks, legacy
 offset-file settings, ...) are *accepted and ignored with a warning* on the configured logger, so
-configurations written for confluent-kafka keep working; the one exception is
-``security.protocol``: anything but plaintext is rejected, because silently talking plaintext to a
-TLS/SASL cluster would be wrong.
+configurations written for confluent-kafka keep working; the security properties' rules (TLS, SASL, the
+properties Python's ssl module cannot apply, secrets kept out of ``repr``) are ``kqactors.config.security``'s.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from kqactors.config.properties import (
     UNCALLED_CALLBACKS,
     Property,
 )
+from kqactors.config.security import check_security, redact
 from kqactors.errors import KafkaError, KafkaException
 
 __all__ = ["Config", "config_error"]
@@ -276,9 +276,8 @@ class Config(Mapping[str, Any]):
                 if scope != "*" and _SCOPE_NAMES[scope] != self.kind:
                     self._warn(f"Configuration property {name} is a {_SCOPE_NAMES[scope]} property and will "
                                f"be ignored by this {self.kind} instance")
-        if self["security.protocol"] != "plaintext":
-            raise config_error(f'Configuration property "security.protocol" value '
-                               f'"{self["security.protocol"]}" is not supported by kqactors: only plaintext')
+        check_security(self, self.is_set, self.ignored, self._values.get("oauth_cb") is not None, self._warn,
+                       self._failed, config_error)
         if self["reconnect.backoff.max.ms"] < self["reconnect.backoff.ms"]:
             raise self._failed("`reconnect.backoff.max.ms` must be >= `reconnect.backoff.ms`")
         if self["retry.backoff.ms"] > self["retry.backoff.max.ms"]:
@@ -427,5 +426,5 @@ class Config(Mapping[str, Any]):
         return self
 
     def __repr__(self) -> str:
-        shown = {name: self._values[name] for name in sorted(self._explicit)}
+        shown = {name: redact(name, self._values[name]) for name in sorted(self._explicit)}
         return f"Config(kind={self.kind!r}, {shown!r})"

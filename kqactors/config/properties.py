@@ -88,8 +88,7 @@ _TABLE: tuple[Property, ...] = (
     _p("api.version.request", BOOL, "*", True),
     _p("api.version.request.timeout.ms", INT, "*", 10000, 1, 300000),
     _p("allow.auto.create.topics", BOOL, "*", False),
-    _p("security.protocol", ENUM, "*", "plaintext", choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"),
-       doc="Only plaintext is implemented"),
+    _p("security.protocol", ENUM, "*", "plaintext", choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")),
     _p("client.rack", STRING, "*", ""),
     _p("error_cb", CALLBACK, "*"),
     _p("throttle_cb", CALLBACK, "*"),
@@ -147,6 +146,38 @@ _TABLE: tuple[Property, ...] = (
     _p("auto.offset.reset", ENUM, "C", "largest", topic=True,
        choices=("smallest", "earliest", "beginning", "largest", "latest", "end", "error")),
     _p("on_commit", CALLBACK, "C", doc="Offset commit result callback(err, partitions)"),
+    # ---- security: TLS (Python's ssl module) and SASL; rules in kqactors.config.security -----------
+    _p("ssl.ca.location", STRING, "*", "", doc="CA file or directory (or 'probe'); none: the system CA store"),
+    _p("ssl.ca.pem", STRING, "*", ""),
+    _p("ssl.ca.certificate.stores", STRING, "*", "Root", doc="Windows certificate stores; not used elsewhere"),
+    _p("ssl.certificate.location", STRING, "*", ""),
+    _p("ssl.certificate.pem", STRING, "*", ""),
+    _p("ssl.key.location", STRING, "*", ""),
+    _p("ssl.key.pem", STRING, "*", "", doc="secret"),
+    _p("ssl.key.password", STRING, "*", "", doc="secret"),
+    _p("ssl.keystore.location", STRING, "*", "", doc="PKCS#12 (needs the cryptography package)"),
+    _p("ssl.keystore.password", STRING, "*", "", doc="secret"),
+    _p("ssl.crl.location", STRING, "*", ""),
+    _p("ssl.cipher.suites", STRING, "*", ""),
+    _p("ssl.curves.list", STRING, "*", "", doc="one curve name (Python's ssl sets a single ECDH curve)"),
+    _p("ssl.endpoint.identification.algorithm", ENUM, "*", "https", choices=("none", "https")),
+    _p("enable.ssl.certificate.verification", BOOL, "*", True),
+    _p("sasl.mechanisms", STRING, "*", "GSSAPI"),
+    _p("sasl.username", STRING, "*", ""),
+    _p("sasl.password", STRING, "*", "", doc="secret"),
+    _p("sasl.oauthbearer.config", STRING, "*", ""),
+    _p("enable.sasl.oauthbearer.unsecure.jwt", BOOL, "*", False),
+    _p("sasl.oauthbearer.method", ENUM, "*", "default", choices=("default", "oidc")),
+    _p("sasl.oauthbearer.client.id", STRING, "*", ""),
+    _p("sasl.oauthbearer.client.secret", STRING, "*", "", doc="secret"),
+    _p("sasl.oauthbearer.scope", STRING, "*", ""),
+    _p("sasl.oauthbearer.extensions", STRING, "*", ""),
+    _p("sasl.oauthbearer.token.endpoint.url", STRING, "*", ""),
+    _p("sasl.oauthbearer.sub.claim.name", STRING, "*", "sub"),
+    _p("https.ca.location", STRING, "*", ""),
+    _p("https.ca.pem", STRING, "*", ""),
+    _p("oauth_cb", CALLBACK, "*", doc="oauth_cb(sasl.oauthbearer.config) -> (token, expiry seconds since the "
+                                      "epoch[, principal[, extensions]]); runs in the app"),
     # ---- kqactors' own -----------------------------------------------------------------------------
     _p("kqactors.hosts", INT, "*", os.cpu_count() or 1, 0, 1024,
        doc="Number of toppar host processes (record encode/decode, compression); default = CPU cores. "
@@ -165,11 +196,14 @@ ALIASES: dict[str, str] = {
     "acks": "request.required.acks",
     "delivery.timeout.ms": "message.timeout.ms",
     "max.partition.fetch.bytes": "fetch.message.max.bytes",
+    "sasl.mechanism": "sasl.mechanisms",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
 }
 
 # Keys that only exist at the confluent-kafka Python level (not librdkafka properties).
 PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "logger", "on_delivery", "on_commit",
-                         "default.topic.config", "kqactors.hosts"})
+                         "default.topic.config", "kqactors.hosts", "oauth_cb"})
 
 # librdkafka properties set through a dedicated C API: librdkafka refuses them in a configuration dict
 # ("must be set through dedicated .._set_..() function"); INTERNAL ones are "not settable" at all.
@@ -213,7 +247,7 @@ ssl.curves.list ssl.endpoint.identification.algorithm ssl.engine.id ssl.engine.l
 ssl.key.password ssl.key.pem ssl.keystore.location ssl.keystore.password ssl.providers ssl.sigalgs.list
 ssl_ca ssl_certificate ssl_engine_callback_data ssl_key topic.blacklist topic.metadata.refresh.fast.cnt
 topic.metadata.refresh.sparse
-""".split())
+""".split()) - frozenset(PROPERTIES) - frozenset(ALIASES)
 
 
 def resolve_name(name: str) -> str:

@@ -7,7 +7,8 @@ pre-UP handshake steps and reconnect backoff — is unit-tested without a broker
 
 Before UP a connection runs its handshake: CONNECT → (SSL_HANDSHAKE, while the transport negotiates TLS) →
 APIVERSION_QUERY → the steps of a pluggable ``Authenticator`` (each a ``HandshakeStep`` exchanging requests on
-this connection in its own state, e.g. AUTH_HANDSHAKE then AUTH_REQ for SASL) → UP. Versions are negotiated
+this connection in its own state, e.g. AUTH_HANDSHAKE then AUTH_REQ for SASL) → UP; the same steps run again
+on an UP connection for a re-authentication (KIP-368, ``start_reauthentication``). Versions are negotiated
 by ``kqactors.protocol.api.negotiate`` against the ranges of ``kqactors.protocol.requests``' table.
 """
 
@@ -335,7 +336,9 @@ class Connection:
         done: list[Completion] = []
         must_disconnect = False
         if self.state in SETUP_STATES and now >= self._connect_deadline:
-            self.last_error = "connection setup timed out"
+            self.last_error = ("connection setup timed out in state SSL_HANDSHAKE (no TLS answer: is this a TLS "
+                               "listener?)" if self.state == ConnState.SSL_HANDSHAKE
+                               else "connection setup timed out")
             must_disconnect = True
         for corr_id, req in list(self.in_flight.items()):
             if now >= req.deadline:
@@ -429,6 +432,17 @@ class Connection:
         self.state = step.state
         api_key, version, body = request
         self._send_handshake(api_key, version, body, step.name, self.api_version_timeout_ms, now)
+
+    def start_reauthentication(self, now: float) -> bool:
+        """KIP-368: run the authenticator's steps again on an UP connection before the broker's session
+        lifetime ends. New requests wait meanwhile (in-flight ones still complete); the connection is UP again
+        when the steps are done. Returns False when there is nothing to do; a step's HandshakeError propagates
+        (the caller disconnects)."""
+        if self.state != ConnState.UP or self.authenticator is None:
+            return False
+        self._steps = deque(self.authenticator.steps())
+        self._next_step(now)
+        return self.state != ConnState.UP
 
     # ---- internals -------------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ from kqactors.protocol.generated.produce import (
     ProduceResponse,
     TopicProduceData,
 )
+from kqactors.protocol.generated.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from kqactors.protocol.generated.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from kqactors.protocol.handshake import api_versions_request, read_api_versions
 
 MAX_PRODUCE_REQUEST_BYTES = 32 * 1024 * 1024
@@ -79,6 +81,26 @@ def _encode_api_versions(version: int, _args: dict[str, Any], _frames: list[Any]
 
 def _decode_api_versions(version: int, body: bytes) -> Any:
     return read_api_versions(body, 0, version)
+
+
+# ---- SASL (a connection's authentication steps, kqactors.core.sasl) ------------------------------------------
+
+def _encode_sasl_handshake(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    """args: {"mechanism": str}."""
+    return [SaslHandshakeRequest(mechanism=args["mechanism"]).encode(version)]
+
+
+def _decode_sasl_handshake(version: int, body: bytes) -> SaslHandshakeResponse:
+    return SaslHandshakeResponse.decode(body, version)
+
+
+def _encode_sasl_authenticate(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    """args: {"auth_bytes": bytes}."""
+    return [SaslAuthenticateRequest(auth_bytes=bytes(args["auth_bytes"])).encode(version)]
+
+
+def _decode_sasl_authenticate(version: int, body: bytes) -> SaslAuthenticateResponse:
+    return SaslAuthenticateResponse.decode(body, version)
 
 
 # ---- Metadata ---------------------------------------------------------------------------------------------
@@ -250,6 +272,11 @@ def _decode_raw(version: int, body: bytes) -> dict[str, Any]:
 def _build_table() -> dict[str, RequestKind]:
     kinds = [
         _kind("ApiVersions", "ApiVersions", 0, 3, _encode_api_versions, _decode_api_versions, remote=False),
+        # v1 handshake: the exchanges that follow are SaslAuthenticate requests (v0's raw frames are not spoken)
+        _kind("SaslHandshake", "SaslHandshake", 1, 1, _encode_sasl_handshake, _decode_sasl_handshake, remote=False),
+        # v1: session_lifetime_ms (KIP-368 re-authentication)
+        _kind("SaslAuthenticate", "SaslAuthenticate", 0, 2, _encode_sasl_authenticate, _decode_sasl_authenticate,
+              remote=False),
         _kind("Metadata", "Metadata", 1, 12, _encode_metadata, _decode_metadata),
         _kind("InitProducerId", "InitProducerId", 0, 4, _encode_init_pid, _decode_init_pid),
         # v3: RecordBatch v2 (magic 2); v11+ only adds KIP-951 leader hints we ignore
@@ -273,6 +300,8 @@ API_VERSIONS = REQUEST_KINDS["ApiVersions"]
 PRODUCE = REQUEST_KINDS["Produce"]
 FETCH = REQUEST_KINDS["Fetch"]
 LIST_OFFSETS = REQUEST_KINDS["ListOffsets"]
+SASL_HANDSHAKE = REQUEST_KINDS["SaslHandshake"]
+SASL_AUTHENTICATE = REQUEST_KINDS["SaslAuthenticate"]
 
 
 def client_versions(kinds: Iterable[RequestKind] | None = None) -> dict[int, tuple[int, int]]:

@@ -93,8 +93,11 @@ class TansuBroker:
     ``port=None`` picks a free port (retrying if another process grabs it first).
     """
 
-    def __init__(self, port: int | None = None, startup_timeout: float = 20.0, binary: str | None = None):
+    def __init__(self, port: int | None = None, startup_timeout: float = 20.0, binary: str | None = None,
+                 advertised_port: int | None = None):
         self._requested_port = port
+        #: the port Metadata names for this broker (a TLS terminator's or SASL gateway's in front of it)
+        self.advertised_port = advertised_port
         self._startup_timeout = startup_timeout
         self._binary = binary
         self._proc: subprocess.Popen | None = None
@@ -178,10 +181,11 @@ class TansuBroker:
     # -- internals ----------------------------------------------------------------------------------
     def _launch(self, binary: str, port: int) -> None:
         url = f"tcp://127.0.0.1:{port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port}" if self.advertised_port else url
         command = [
             binary, "broker",
             "--listener-url", url,
-            "--advertised-listener-url", url,
+            "--advertised-listener-url", advertised,
             "--storage-engine", "memory://tansu/",
         ]
         assert self._log_path is not None

@@ -117,6 +117,22 @@ CASES = [
     (P, {"enable.ssl.certificate.verification": "nope"}), (P, {"ssl.endpoint.identification.algorithm": "x"}),
     (P, {"topic.blacklist": "a.*"}), (P, {"queuing.strategy": "lifo"}), (P, {"offset.store.method": "file"}),
     (P, {"sasl.mechanism": "BOGUS"}),
+    # security: protocols, SASL mechanisms and what they need, TLS files checked at construction
+    (P, {"security.protocol": "ssl"}), (P, {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "BOGUS"}),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "GSSAPI"}),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "PLAIN", "sasl.username": "u",
+         "sasl.password": "p"}),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc"}),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "OAUTHBEARER",
+         "enable.sasl.oauthbearer.unsecure.jwt": True, "oauth_cb": print}),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "OAUTHBEARER",
+         "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=x"}),
+    (P, {"security.protocol": "ssl", "ssl.ca.location": "/nonexistent"}),
+    (P, {"security.protocol": "ssl", "ssl.cipher.suites": "BOGUS"}),
+    (P, {"security.protocol": "ssl", "ssl.key.location": "/nonexistent"}),
+    (P, {"security.protocol": "ssl", "ssl.keystore.location": "/nonexistent"}),
+    (P, {"ssl.engine.location": "/nonexistent"}), (P, {"security.protocol": "ssl", "ssl.engine.location": "/x"}),
     # set through librdkafka's dedicated APIs, never in the dict
     *[(P, {name: print}) for name in ("dr_cb", "dr_msg_cb", "log_cb", "opaque", "rebalance_cb",
                                        "offset_commit_cb", "socket_cb", "partitioner_cb", "default_topic_conf")],
@@ -141,11 +157,15 @@ def test_construction_time_validation_matches_confluent_kafka(kind, extra):
             assert name in got[2], (expected, got)
 
 
-# Differences kept on purpose (recorded, not hidden): kqactors only talks plaintext, and has its own
-# kqactors.* properties.
+# Differences kept on purpose (recorded, not hidden): kqactors has its own kqactors.* properties, refuses
+# ssl properties Python's ssl module cannot apply, and refuses OAUTHBEARER without any token source (librdkafka
+# would wait for a token forever) or with an unsecured-JWT config it cannot build a token from.
 @pytest.mark.parametrize("kind,extra,ck_ok", [
-    (P, {"security.protocol": "ssl"}, True),
     (P, {"kqactors.hosts": 1}, False),
+    (P, {"security.protocol": "ssl", "ssl.sigalgs.list": "RSA+SHA256"}, True),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "OAUTHBEARER"}, True),
+    (P, {"security.protocol": "sasl_plaintext", "sasl.mechanism": "OAUTHBEARER",
+         "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "foo=x"}, True),
 ])
 def test_deliberate_differences(kind, extra, ck_ok):
     conf = {**B, **extra}

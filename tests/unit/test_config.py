@@ -110,16 +110,19 @@ def test_config_must_be_a_mapping():
         Config({}, kind="streams")
 
 
-def test_security_protocol_only_plaintext():
+def test_security_protocols_are_accepted():
+    # the security rules themselves are tested in tests/unit/config/test_security.py
     assert Config({"security.protocol": "PLAINTEXT"})["security.protocol"] == "plaintext"
-    for proto in ("ssl", "sasl_ssl", "SASL_PLAINTEXT"):
-        assert "only plaintext" in _error({"security.protocol": proto})
+    assert Config({"security.protocol": "SSL"})["security.protocol"] == "ssl"
+    conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u",
+            "sasl.password": "p"}
+    assert Config(conf)["sasl.mechanisms"] == "PLAIN"
 
 
 def test_unimplemented_librdkafka_properties_are_ignored_with_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="kqactors.config"):
-        c = Config({"socket.max.fails": 3, "ssl.ca.location": "/x", "queuing.strategy": "fifo"})
-    assert c.ignored == {"socket.max.fails": 3, "ssl.ca.location": "/x", "queuing.strategy": "fifo"}
+        c = Config({"socket.max.fails": 3, "sasl.kerberos.keytab": "/x", "queuing.strategy": "fifo"})
+    assert c.ignored == {"socket.max.fails": 3, "sasl.kerberos.keytab": "/x", "queuing.strategy": "fifo"}
     assert "socket.max.fails is not supported by kqactors" in caplog.text
     assert "socket.max.fails" not in c.to_dict()
 

@@ -22,9 +22,17 @@ import time
 from typing import Any
 
 from kqactors.actors.broker import transport as transports
+from kqactors.actors.broker.security import SECURITY_ERRORS, BrokerSecurity
 from kqactors.actors.broker.sink import ProduceSink
 from kqactors.actors.broker.source import FetchSource
-from kqactors.core.connection import Completion, Connection, ConnState, ReconnectBackoff, Request
+from kqactors.core.connection import (
+    Completion,
+    Connection,
+    ConnState,
+    HandshakeError,
+    ReconnectBackoff,
+    Request,
+)
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.core.stats import broker_stats, monotonic_us
 from kqactors.errors import KafkaError
@@ -41,6 +49,8 @@ TICK_SECONDS = 0.05
 _CONNECT = "BROKER_CONNECT"
 _TICK = "BROKER_TICK"
 _RESOLVED = "BROKER_RESOLVED"
+_REAUTH = "BROKER_REAUTH"
+REAUTH_AT = 0.9  # KIP-368: re-authenticate at 90% of the session lifetime the broker granted
 _PRE_TRANSPORT = (ConnState.CONNECT, ConnState.SSL_HANDSHAKE)
 
 
@@ -64,11 +74,13 @@ class BrokerActor(Actor):
         self.socket_timeout_ms = int(_conf(config, "socket.timeout.ms", 60000))
         self.nagle_disable = bool(_conf(config, "socket.nagle.disable", True))
         self.max_in_flight = int(_conf(config, "max.in.flight.requests.per.connection", 1000000))
+        self.security = BrokerSecurity(config)
         self.conn = Connection(
             client_id=_conf(config, "client.id", "rdkafka"),
             max_in_flight=self.max_in_flight,
             api_version_timeout_ms=int(_conf(config, "api.version.request.timeout.ms", 10000)),
             connect_timeout_ms=int(_conf(config, "socket.connection.setup.timeout.ms", 30000)),
+            authenticator=self.security.authenticator, tls=self.security.tls,
         )
         self.backoff = ReconnectBackoff(int(_conf(config, "reconnect.backoff.ms", 100)),
                                         int(_conf(config, "reconnect.backoff.max.ms", 10000)))
@@ -79,6 +91,8 @@ class BrokerActor(Actor):
         self.unsent_requests: list[tuple[Op, float]] = []
         self.partitions: set[tuple[str, int]] = set()
         self.reconnect_timer: int | None = None
+        self.reauth_timer: int | None = None
+        self.reauthentications = 0
         self.connect_attempts = 0
         self.stopped = False
         self._addr_index = 0
@@ -267,6 +281,10 @@ class BrokerActor(Actor):
             self._connect()
 
     def _connect(self) -> None:
+        if self.security.needs_token():
+            # OAUTHBEARER: the token comes first (from the oauth actor); the attempt starts when it does
+            self.security.request_token(self.ctx, self.conn.connect_timeout_ms / 1000, self._on_token)
+            return
         now = time.monotonic()
         self.connect_attempts += 1
         self.conn.counters.connects += 1
@@ -287,6 +305,14 @@ class BrokerActor(Actor):
             self.host, self.port,
             lambda found, error: post(Op(_RESOLVED, {"seq": seq, "addresses": found, "error": error})))
 
+    def _on_token(self, error: str) -> None:
+        if self.stopped or self.transport is not None or self.conn.state not in (ConnState.INIT, ConnState.DOWN):
+            return
+        if error:
+            self._connect_failed(error, KafkaError._AUTHENTICATION)
+            return
+        self._connect()
+
     @on(_RESOLVED)
     def _on_resolved(self, op: Op) -> None:
         payload = op.payload
@@ -302,7 +328,10 @@ class BrokerActor(Actor):
         address = addresses[self._addr_index % len(addresses)]
         self._addr_index += 1
         try:
-            transport = transports.PlainTransport(address, self.nagle_disable)
+            transport = self.security.transport(address, self.host, self.nagle_disable)
+        except transports.TlsError as exc:
+            self._connect_failed(str(exc), KafkaError._SSL)
+            return
         except OSError as exc:
             self._connect_failed(f"connect to {self.host}:{self.port} failed: {exc}", KafkaError._TRANSPORT)
             return
@@ -321,6 +350,7 @@ class BrokerActor(Actor):
 
     def _connect_failed(self, reason: str, code: int) -> None:
         now = time.monotonic()
+        reason = self._security_failure(code, reason)
         self._dispatch(self.conn.on_disconnect(now, reason, code))
         self._fail_unsent(code, reason)
         self._schedule_reconnect(now)
@@ -355,6 +385,9 @@ class BrokerActor(Actor):
         transport = self.transport
         try:
             done = transport.handshake()
+        except transports.TlsError as exc:
+            self._disconnect(str(exc), now, KafkaError._SSL)
+            return
         except OSError as exc:
             self._disconnect(f"transport handshake with {self.host}:{self.port} failed: {exc}", now)
             return
@@ -386,6 +419,13 @@ class BrokerActor(Actor):
                     break
         except (BlockingIOError, InterruptedError):
             pass
+        except HandshakeError as exc:  # authentication refused: its own text, _AUTHENTICATION
+            self._disconnect(str(exc), now, exc.error_code)
+            return
+        except transports.TlsError as exc:
+            self.conn.counters.rxerrs += 1
+            self._disconnect(str(exc), now, KafkaError._SSL)
+            return
         except (OSError, ConnectionError) as exc:
             self.conn.counters.rxerrs += 1
             self._disconnect(f"receive failed: {exc}", now, getattr(exc, "error_code", KafkaError._TRANSPORT))
@@ -400,6 +440,8 @@ class BrokerActor(Actor):
 
     def _on_up(self, now: float) -> None:
         self.connect_attempts = 0
+        self.security.on_up()
+        self._schedule_reauth()
         self._report_state()
         self._flush_requests(now)
         self.sink.flush(now)
@@ -421,6 +463,10 @@ class BrokerActor(Actor):
                     return
         except (BlockingIOError, InterruptedError):
             pass
+        except transports.TlsError as exc:
+            conn.counters.txerrs += 1
+            self._disconnect(str(exc), now, KafkaError._SSL)
+            return
         except OSError as exc:
             conn.counters.txerrs += 1
             self._disconnect(f"send failed: {exc}", now)
@@ -433,6 +479,7 @@ class BrokerActor(Actor):
             self.ctx.register_fd(self._fd, self._on_readable, self._on_writable if want_write else None)
 
     def _disconnect(self, reason: str, now: float, code: int = KafkaError._TRANSPORT) -> None:
+        reason = self._security_failure(code, reason)
         log.info("broker/%s %s:%s down: %s", self.node_id, self.host, self.port, reason)
         self.conn.counters.disconnects += 1
         self._close_transport()
@@ -441,7 +488,61 @@ class BrokerActor(Actor):
         self._schedule_reconnect(now)
         self._report_state()
 
+    # ---- re-authentication (KIP-368) ---------------------------------------------------------------------
+
+    def _schedule_reauth(self) -> None:
+        authenticator = self.security.authenticator
+        if self.reauth_timer is not None:
+            self.ctx.cancel_timer(self.reauth_timer)
+            self.reauth_timer = None
+        if authenticator is not None and authenticator.session_lifetime_ms > 0:
+            delay = max(0.05, authenticator.session_lifetime_ms * REAUTH_AT / 1000)
+            self.reauth_timer = self.ctx.timer(delay, Op(_REAUTH))
+
+    @on(_REAUTH)
+    def _on_reauth_timer(self, _op: Op) -> None:
+        self.reauth_timer = None
+        if self.conn.state != ConnState.UP or self.stopped:
+            return
+        if self.security.mechanism == "OAUTHBEARER":  # the token source's current token, fresh if due
+            self.security.token = None
+            self.security.request_token(self.ctx, self.socket_timeout_ms / 1000, self._reauthenticate)
+            return
+        self._reauthenticate("")
+
+    def _reauthenticate(self, error: str) -> None:
+        now = time.monotonic()
+        if self.conn.state != ConnState.UP or self.transport is None:
+            return
+        if error:
+            self._disconnect(error, now, KafkaError._AUTHENTICATION)
+            return
+        try:
+            started = self.conn.start_reauthentication(now)
+        except HandshakeError as exc:
+            self._disconnect(str(exc), now, exc.error_code)
+            return
+        if started:
+            self.reauthentications += 1
+            self._report_state()
+            self.write()
+
+    def _security_failure(self, code: int, reason: str) -> str:
+        """A TLS or authentication failure is told to error_cb (once per reason) in librdkafka's form:
+        "<protocol>://host:port/node: reason (after N ms in state S)"; the same text fails the requests."""
+        if code not in SECURITY_ERRORS:
+            return reason
+        node = "bootstrap" if self.bootstrap else str(self.node_id)
+        elapsed_ms = max(0, (monotonic_us() - self._state_since_us) // 1000)
+        text = (f"{self.security.protocol}://{self.host}:{self.port}/{node}: {reason} "
+                f"(after {elapsed_ms}ms in state {self.conn.state.name})")
+        self.security.report(self.ctx, code, reason, text)
+        return text
+
     def _close_transport(self) -> None:
+        if self.reauth_timer is not None:
+            self.ctx.cancel_timer(self.reauth_timer)
+            self.reauth_timer = None
         if self.transport is not None:
             try:
                 self.ctx.unregister_fd(self._fd)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kqactors.config.security import SECURITY_PROPERTIES
 from kqactors.core.group.settings import GroupSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
@@ -62,7 +63,7 @@ _SHIPPED_KEYS = (
     "heartbeat.interval.ms", "max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms",
     "enable.auto.offset.store", "retry.backoff.ms", "retry.backoff.max.ms", "client.rack", "socket.timeout.ms",
     "topic.metadata.refresh.interval.ms", "group.protocol", "group.remote.assignor",
-)
+) + SECURITY_PROPERTIES  # the group's coordinator connections authenticate as every broker connection does
 
 
 @dataclass(frozen=True)

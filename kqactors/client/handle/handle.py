@@ -22,10 +22,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kqactors.client.handle.metadata import ClusterMetadata, request_metadata
+from kqactors.client.handle.oauth import (
+    TOKEN_ACTOR_FACTORY,
+    needs_token_actor,
+    run_oauth_cb,
+    token_actor_args,
+)
 from kqactors.config import Config
 from kqactors.core.stats import StatsEmitter
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import client as ops
+from kqactors.ops import security as sops
 from kqactors.runtime.op import CHILD_EXITED, Op
 from kqactors.runtime.runtime import AppQueue, Runtime
 
@@ -93,6 +100,9 @@ class ClientHandle:
             preload = list(preload)
             if preload:
                 rt.preload(preload, self.toppar_hosts())
+            if needs_token_actor(self.shipped):  # OAUTHBEARER: the token source first (oauth_cb's first run here)
+                rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
+                         token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
             rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
             self.notices = rt.monitor()
         except BaseException:
@@ -134,7 +144,8 @@ class ClientHandle:
     # ---- client-level ops ------------------------------------------------------------------------------
     def handle_op(self, op: Op) -> int | None:
         """Serve a client-level op from the events queue: ERR (error_cb; a fatal error is recorded and
-        ``on_fatal`` called the first time), STATS (stats_cb) and CHILD_EXITED (``on_restarted``). Returns
+        ``on_fatal`` called the first time), STATS (stats_cb), OAUTHBEARER_REFRESH (oauth_cb, its token to the
+        ``oauth`` actor) and CHILD_EXITED (``on_restarted``). Returns
         the number of application callbacks it served, or None when the op is not one of these."""
         kind = op.type
         if kind == ops.STATS:
@@ -152,6 +163,12 @@ class ClientHandle:
                 if self.on_fatal is not None:
                     self.on_fatal(error)
             self.report_error(error)
+            return 1
+        if kind == sops.OAUTHBEARER_REFRESH:
+            callback = self.callbacks.get("oauth_cb")
+            if callback is not None and self.rt is not None:
+                config = str((op.payload or {}).get("config") or "")
+                self.rt.send(sops.TOKEN_ACTOR, Op(sops.OAUTHBEARER_SET, run_oauth_cb(callback, config)))
             return 1
         if kind == CHILD_EXITED:
             if self.on_restarted is not None:

@@ -74,7 +74,8 @@ def test_the_table_is_complete_on_import_without_core_or_actors():
             "print(len(r.REQUEST_KINDS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and int(out[1]) == len(REQUEST_KINDS)
-    expected = {"ApiVersions", "Metadata", "InitProducerId", "Produce", "Fetch", "ListOffsets",
+    expected = {"ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "InitProducerId", "Produce", "Fetch",
+                "ListOffsets",
                 "cgrp:FindCoordinator", "cgrp:JoinGroup", "cgrp:SyncGroup", "cgrp:Heartbeat", "cgrp:LeaveGroup",
                 "cgrp:OffsetCommit", "cgrp:OffsetFetch", "cgrp:ConsumerGroupHeartbeat", "cgrp848:OffsetCommit"}
     assert set(REQUEST_KINDS) == expected

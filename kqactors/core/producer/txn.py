@@ -419,19 +419,22 @@ class TxnManager(OffsetsMixin):
         self._add_in_flight = False
         asked, self.waitresp = self.waitresp, set()
         failed: dict[tuple[str, int], int] = {}
+        answered: set[tuple[str, int]] = set()
         if not code:
             code = result.get("error_code", 0)
             for topic, partition, pcode in result.get("partitions", ()):
+                answered.add((topic, partition))
                 if pcode:
                     failed[(topic, partition)] = pcode
         if code:
             failed = dict.fromkeys(asked, code)
-        granted = tuple(sorted(k for k in asked if k not in failed))
+        granted = tuple(sorted(k for k in asked & answered if k not in failed))
         if failed and not granted and code not in MAYBE_SENT:
             # Nothing was added on the coordinator: this request does not open the transaction there.
             self.req_cnt = max(self.req_cnt - 1, 0)
         if self.state not in _SENDING_STATES:
             return  # outdated: the transaction was aborted meanwhile (its partitions were refused then)
+        self.pending.update(asked - answered - set(failed))  # missing from the answer: asked for again
         self.registered.update(granted)
         if granted:
             self._actions.append(Grant(granted, self.producer_id, self.epoch))
@@ -445,6 +448,7 @@ class TxnManager(OffsetsMixin):
         first = next((c for c in codes if classify("AddPartitionsToTxn", c) & FATAL), None) \
             or next((c for c in codes if c != E.OPERATION_NOT_ATTEMPTED), codes[0])
         text = f"Failed to add partition(s) to transaction: {self._reason(first, reason)}"
+        self.pending.update(failed)  # refused below if the transaction or the producer failed
         if actions & FATAL:
             self._set_fatal(first, text)
         elif actions & ABORTABLE:
@@ -452,7 +456,6 @@ class TxnManager(OffsetsMixin):
         else:
             if actions & COORDINATOR:
                 self._coordinator_lost(now, text)
-            self.pending.update(failed)
             self._timers["register"] = now + _retry_backoff_ms("AddPartitionsToTxn", first, self.retry_backoff_ms)
 
     # ---- EndTxn -----------------------------------------------------------------------------------------

@@ -77,7 +77,6 @@ class TransactionalApi:
         error = self._step("begin", math.inf)
         if error is None:
             self.dr_fails = 0
-            self.may_enq = True
         self._return_api(False, error)
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: Any = None) -> None:
@@ -185,6 +184,7 @@ class TransactionalApi:
             payload = reply.payload or {}
             self.state = payload.get("state") or self.state
             self.txn_seq = int(payload.get("txn_seq", self.txn_seq))
+            self.may_enq = self.state == "InTransaction"  # as librdkafka's txn_may_enq follows its state
             return pops.txn_error_from_wire(payload.get("error"))
 
     def _flush(self, deadline: float, what: str) -> KafkaError | None:

@@ -22,6 +22,7 @@ from integration_helpers import make_topic
 from test_transactions_log import ABORT, COMMIT, OPEN, PLAIN, markers, read_log, values_by_outcome
 
 from kqactors import Consumer, Producer
+from kqactors.client.consumer.group import GroupMetadata
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import TopicPartition
 
@@ -163,9 +164,45 @@ def test_calls_out_of_order_fail_with_state_errors(mock_cluster, unique_topic):
         assert raised(producer.produce, unique_topic, b"x").str() == \
             "Producing not allowed in transactional state Ready"
         error = raised(producer.send_offsets_to_transaction, [TopicPartition(unique_topic, 0, 1)],
-                       Consumer({"bootstrap.servers": mock_cluster.bootstrap, "group.id": "g"})
-                       .consumer_group_metadata(), 5)
+                       GroupMetadata("g", 1, "member-1", None), 5)
         assert error.str() == "Operation not valid in state Ready"
+
+
+def test_call_order_errors_are_confluent_kafkas(mock_cluster, unique_topic):
+    """The same wrong calls on confluent-kafka and kqactors: the same codes, strings and error classes (produce()'s
+    string differs: confluent-kafka says "Unable to produce message: Local: Erroneous state", kqactors keeps
+    librdkafka's own "Producing not allowed in transactional state <State>")."""
+    ck = pytest.importorskip("confluent_kafka")
+
+    def outcomes(producer) -> list:
+        out = []
+
+        def attempt(call, *args):
+            try:
+                call(*args)
+                out.append("ok")
+            except Exception as exc:  # noqa: BLE001 - both clients' KafkaException
+                err = exc.args[0]
+                text = err.str() if call.__name__ != "produce" else ""
+                out.append((err.code(), text, err.fatal(), err.retriable(), err.txn_requires_abort()))
+
+        attempt(producer.produce, unique_topic, b"x")
+        attempt(producer.begin_transaction)
+        attempt(producer.commit_transaction, 1)
+        attempt(producer.init_transactions, 30)
+        attempt(producer.init_transactions, 1)
+        attempt(producer.produce, unique_topic, b"x")
+        attempt(producer.abort_transaction, 1)
+        attempt(producer.begin_transaction)
+        attempt(producer.begin_transaction)
+        attempt(producer.abort_transaction, 10)
+        return out
+
+    config = {"bootstrap.servers": mock_cluster.bootstrap, "transactional.id": f"o-{uuid.uuid4().hex[:8]}"}
+    theirs = outcomes(ck.Producer(config))
+    with Producer({**config, "kqactors.hosts": 0}) as producer:
+        mine = outcomes(producer)
+    assert mine == theirs
 
 
 # ---- fencing ------------------------------------------------------------------------------------------------------

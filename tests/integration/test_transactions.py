@@ -99,6 +99,40 @@ def test_commit_abort_commit_each_value_once_with_its_outcome(cluster, unique_to
     assert len({m.producer_id for m in controls}) == 1
 
 
+def test_a_read_committed_confluent_kafka_consumer_sees_the_data_only_after_the_commit(tansu, unique_topic):
+    """Tansu keeps the last stable offset: an open transaction's data (flushed to the log) stays invisible to a
+    read_committed reader until the commit, so the batches are transactional in the broker's eyes too."""
+    ck = pytest.importorskip("confluent_kafka")
+    make_topic(tansu, unique_topic, 1)
+    consumer = ck.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:8]}",
+                            "isolation.level": "read_committed", "enable.partition.eof": True,
+                            "auto.offset.reset": "earliest"})
+    consumer.assign([ck.TopicPartition(unique_topic, 0, 0)])
+
+    def read(seconds: float) -> list[bytes]:
+        out, end = [], time.monotonic() + seconds
+        while time.monotonic() < end:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                out.append(msg.value())
+        return out
+
+    try:
+        with txn_producer(tansu.bootstrap) as producer:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            values = [b"v-%d" % i for i in range(5)]
+            for value in values:
+                producer.produce(unique_topic, value, partition=0)
+            assert producer.flush(30) == 0
+            assert read(2.0) == []  # in the log, not committed
+            producer.commit_transaction(30)
+            got = read(3.0)
+        assert got == values
+    finally:
+        consumer.close()
+
+
 def test_a_transaction_without_messages_commits_and_aborts_without_the_coordinator(mock_cluster, unique_topic):
     with txn_producer(mock_cluster.bootstrap) as producer:
         producer.init_transactions(30)

@@ -32,6 +32,7 @@ from kqactors.runtime.op import ErrorCode, Op
 log = logging.getLogger(__name__)
 
 _RESUME = "TOPPAR_RESUME"
+_TXN_ASK_AGAIN = "TOPPAR_TXN_ASK_AGAIN"
 # codes that fail a transactional partition's data without failing the transaction (it is being aborted, or
 # the data was refused before it could join a transaction)
 _TXN_QUIET_CODES = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._STATE,
@@ -260,20 +261,30 @@ class TopparActor(Actor):
             return  # the data it was asked for is gone (delivered, purged or timed out)
         self.txn_ask = 0
         core = self.core
-        if reply.error is None:
-            payload = reply.payload or {}
-            code = int(payload.get("error_code", 0) or 0)
-            if code:
-                log.debug("%s: not added to the transaction: %s", self.ctx.name, payload.get("reason"))
-                core.fail_queued(code)
-            else:
-                producer_id, epoch = int(payload.get("producer_id", -1)), int(payload.get("epoch", -1))
-                idemp = core.idemp
-                if producer_id >= 0 and idemp is not None and (producer_id, epoch) != (idemp.producer_id, idemp.epoch):
-                    core.set_pid(producer_id, epoch)
-                self.txn_added = True
-                core.txn_hold = False
-        self._pump()  # a lost answer (main restarting, timed out): the gate asks again
+        if reply.error is not None:
+            # No answer (main restarting, or the request timed out): ask again after a backoff.
+            self.txn_ask = -1
+            self.ctx.timer(self.settings.retry_backoff_ms / 1000.0, Op(_TXN_ASK_AGAIN))
+            return
+        payload = reply.payload or {}
+        code = int(payload.get("error_code", 0) or 0)
+        if code:
+            log.debug("%s: not added to the transaction: %s", self.ctx.name, payload.get("reason"))
+            core.fail_queued(code)
+        else:
+            producer_id, epoch = int(payload.get("producer_id", -1)), int(payload.get("epoch", -1))
+            idemp = core.idemp
+            if producer_id >= 0 and idemp is not None and (producer_id, epoch) != (idemp.producer_id, idemp.epoch):
+                core.set_pid(producer_id, epoch)
+            self.txn_added = True
+            core.txn_hold = False
+        self._pump()
+
+    @on(_TXN_ASK_AGAIN)
+    def _on_txn_ask_again(self, _op: Op) -> None:
+        if self.txn_ask == -1:
+            self.txn_ask = 0
+            self._pump()
 
     def _txn_send_reports(self, rows: list) -> None:
         """Delivery reports of a transactional partition. The first failure that fails the transaction is told

@@ -6,6 +6,8 @@ Ops in:  TOPPAR_JOIN/LEAVE and METADATA_REFRESH, PID_BUMP (toppar), METADATA (ap
          (broker/N), ERR (any).
 Ops out: LEADER, PID (toppar), PARTITION_JOIN/LEAVE, BROKER_UPDATE, REQUEST (broker/N), TOPIC_PARTITIONS,
          ERR, STATS (app); STATS requests (broker/N, toppars) when statistics.interval.ms is set.
+A transactional producer's transaction manager is wired in by the ``TxnWiring`` mixin (kqactors.actors.main_txn),
+which takes over the producer id (InitProducerId with the transactional id, epoch bumps through the coordinator).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import time
 from typing import Any
 
+from kqactors.actors.main_txn import TxnWiring
 from kqactors.actors.stats_collector import StatsCollector
 from kqactors.config.security import broker_security_config
 from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshScheduler, snapshot_from_wire
@@ -77,7 +80,7 @@ def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:
     """The properties a broker actor needs, picked from a client's config."""
     keys = ("client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",
             "api.version.request.timeout.ms", "socket.connection.setup.timeout.ms", "reconnect.backoff.ms",
-            "reconnect.backoff.max.ms")
+            "reconnect.backoff.max.ms", "transactional.id")
     picked = {k: config[k] for k in keys if k in config}
     if "max.in.flight" in config and "max.in.flight.requests.per.connection" not in picked:
         picked["max.in.flight.requests.per.connection"] = config["max.in.flight"]
@@ -85,7 +88,7 @@ def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:
     return picked
 
 
-class MainActor(Actor):
+class MainActor(TxnWiring, Actor):
     """The `main` actor. `config` uses librdkafka property names; `app` is where app-bound ops go."""
 
     KIND = "producer"  # the client type its statistics report
@@ -122,6 +125,7 @@ class MainActor(Actor):
         interval_ms = int(self.config.get("statistics.interval.ms", 0) or 0)
         self.stats = StatsCollector(ctx, self.KIND, str(self.config.get("client.id", "rdkafka")), interval_ms,
                                     app) if interval_ms > 0 else None
+        self._txn_setup()  # transactional.id: the transaction manager owns the producer id
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -149,7 +153,8 @@ class MainActor(Actor):
         else:
             state = "WaitPID" if self.pid_in_flight else "RequestPID"
         return {"eos": {"idemp_state": state, "producer_id": self.producer_id,
-                        "producer_epoch": self.producer_epoch, "epoch_cnt": self.pid_assignments}}
+                        "producer_epoch": self.producer_epoch, "epoch_cnt": self.pid_assignments,
+                        **self._txn_stats()}}
 
     @on(_TICK)
     def _on_tick(self, _op: Op | None) -> None:
@@ -157,6 +162,7 @@ class MainActor(Actor):
         self._maybe_refresh(now)
         self._maybe_init_pid(now)
         self._maybe_finish_drain(now)
+        self._txn_tick(now * 1000.0)
 
     # ---- brokers ---------------------------------------------------------------------------------------
 
@@ -330,6 +336,8 @@ class MainActor(Actor):
     # ---- idempotence -----------------------------------------------------------------------------------
 
     def _maybe_init_pid(self, now: float) -> None:
+        if self.txn is not None:
+            return  # the transaction manager acquires the producer id from the transaction coordinator
         if not self.idempotent or self.pid_in_flight or self.producer_id >= 0 or now < self.pid_retry_at:
             return
         self._send_init_pid(-1, -1)
@@ -379,6 +387,9 @@ class MainActor(Actor):
         its in-flight requests, then the idempotent producer bumps its epoch locally (librdkafka does the
         same; only a transactional producer asks the broker)."""
         payload = op.payload or {}
+        if self.txn is not None:
+            self._txn_on_bump(payload)  # bumped through the transaction coordinator, with the abort
+            return
         if (payload.get("producer_id"), payload.get("epoch")) != (self.producer_id, self.producer_epoch):
             return  # already bumped (or not ours)
         if self.drain_waiting is not None or self.producer_id < 0:
@@ -416,6 +427,9 @@ class MainActor(Actor):
     @on(ops.ERR)
     def _on_err(self, op: Op) -> None:
         self.ctx.send(self.app, Op(ops.ERR, op.payload))
+        payload = op.payload or {}
+        if self.txn is not None and payload.get("fatal"):
+            self._txn_on_fatal(int(payload.get("code", KafkaError._FATAL)), str(payload.get("reason", "")))
 
 
 def _unpack_response(reply: Op) -> tuple[int, str, Any]:

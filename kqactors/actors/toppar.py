@@ -5,6 +5,10 @@ the app, METADATA_REFRESH / PID_BUMP / pops.DRAINED / ERR to main, and one timer
 
 Ops in:  PRODUCE, pops.FLUSH, pops.PURGE (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
 Ops out: DR (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
+Transactional (transactional.id): before its first batch after running empty, a toppar asks main to add the
+partition to the transaction (TXN_ADD_PARTITION) and sends nothing until main answers; it reports batches that
+fail for good to main (TXN_PRODUCE_FAILED). Running empty ends what a registration covers: the next data may
+belong to the next transaction (a transaction ends only once its partitions delivered or purged everything).
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ from kqactors.runtime.op import ErrorCode, Op
 log = logging.getLogger(__name__)
 
 _RESUME = "TOPPAR_RESUME"
+_TXN_ASK_AGAIN = "TOPPAR_TXN_ASK_AGAIN"
+# codes that fail a transactional partition's data without failing the transaction (it is being aborted, or
+# the data was refused before it could join a transaction)
+_TXN_QUIET_CODES = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._STATE,
+                              KafkaError._FATAL, KafkaError._FENCED, KafkaError._DESTROY})
 
 _PACKED_ENTRY_SIZE = _PACKED_ENTRY.size
 _MIN_TIMER_S = 0.0005
@@ -66,6 +75,14 @@ class TopparActor(Actor):
         self.restart_bump = False
         self.encoded_since_resume = 0  # message bytes encoded since the last _RESUME (ENCODE_STEP_BYTES)
         self.resume_posted = False
+        # transactions: is the partition registered for what it holds, the token of the outstanding ask (0:
+        # none), and whether a failure was reported to main since the partition last ran empty
+        self.txn = self.settings.transactional
+        self.txn_added = False
+        self.txn_ask = 0
+        self.txn_asks = 0
+        self.txn_failure_reported = False
+        self.txn_held_reports: list | None = None  # delivery reports waiting for main to learn of a failure
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -194,6 +211,8 @@ class TopparActor(Actor):
     def _pump(self) -> None:
         core = self.core
         now = time.monotonic()
+        if self.txn:
+            self._txn_gate(core)
         if self.restart_bump and core.idemp is not None and core.idemp.valid:
             self.restart_bump = False
             core.request_bump("toppar restarted after its host died")
@@ -217,6 +236,80 @@ class TopparActor(Actor):
             self.drain_wanted = False
             self.ctx.send(self.main_name, Op(pops.DRAINED, {"topic": self.topic, "partition": self.partition}))
         self._arm_timer(now)
+
+    # ---- transactions ---------------------------------------------------------------------------------
+    def _txn_gate(self, core: PartitionProducer) -> None:
+        """Ask main to add the partition to the transaction before its data is sent; forget the registration
+        once the partition runs empty."""
+        if core.idle:
+            if self.txn_added or self.txn_ask:
+                self.txn_added = False
+                self.txn_ask = 0  # a late answer to it is ignored
+                core.txn_hold = True
+            self.txn_failure_reported = False
+            return
+        if self.txn_added or self.txn_ask or core.fatal_error is not None:
+            return
+        self.txn_asks += 1
+        token = self.txn_ask = self.txn_asks
+        timeout_s = max(self.settings.message_timeout_ms, self.settings.socket_timeout_ms) / 1000.0 + _INFLIGHT_SLACK_S
+        self.ctx.request(self.main_name, Op(pops.TXN_ADD_PARTITION, {"topic": self.topic, "partition": self.partition}),
+                         lambda reply: self._on_txn_added(token, reply), timeout_s)
+
+    def _on_txn_added(self, token: int, reply: Op) -> None:
+        if token != self.txn_ask:
+            return  # the data it was asked for is gone (delivered, purged or timed out)
+        self.txn_ask = 0
+        core = self.core
+        if reply.error is not None:
+            # No answer (main restarting, or the request timed out): ask again after a backoff.
+            self.txn_ask = -1
+            self.ctx.timer(self.settings.retry_backoff_ms / 1000.0, Op(_TXN_ASK_AGAIN))
+            return
+        payload = reply.payload or {}
+        code = int(payload.get("error_code", 0) or 0)
+        if code:
+            log.debug("%s: not added to the transaction: %s", self.ctx.name, payload.get("reason"))
+            core.fail_queued(code)
+        else:
+            producer_id, epoch = int(payload.get("producer_id", -1)), int(payload.get("epoch", -1))
+            idemp = core.idemp
+            if producer_id >= 0 and idemp is not None and (producer_id, epoch) != (idemp.producer_id, idemp.epoch):
+                core.set_pid(producer_id, epoch)
+            self.txn_added = True
+            core.txn_hold = False
+        self._pump()
+
+    @on(_TXN_ASK_AGAIN)
+    def _on_txn_ask_again(self, _op: Op) -> None:
+        if self.txn_ask == -1:
+            self.txn_ask = 0
+            self._pump()
+
+    def _txn_send_reports(self, rows: list) -> None:
+        """Delivery reports of a transactional partition. The first failure that fails the transaction is told
+        to main first, and the reports go to the app once main has it: the app's next transactional call then
+        meets the transaction's real state (fenced, or the produce error to abort for)."""
+        if self.txn_held_reports is not None:
+            self.txn_held_reports.extend(rows)
+            return
+        if not self.txn_failure_reported:
+            for row in rows:
+                code = row[2]
+                if code and code not in _TXN_QUIET_CODES:
+                    self.txn_failure_reported = True
+                    self.txn_held_reports = list(rows)
+                    self.ctx.request(self.main_name, Op(pops.TXN_PRODUCE_FAILED, {
+                        "topic": self.topic, "partition": self.partition, "code": code,
+                        "reason": f"{row[1]} message(s) failed: {KafkaError(code).str()}"}),
+                        self._on_txn_failure_noted, max(self.settings.socket_timeout_ms / 1000.0, 1.0))
+                    return
+        self._send_dr(rows)
+
+    def _on_txn_failure_noted(self, _reply: Op) -> None:
+        rows, self.txn_held_reports = self.txn_held_reports, None
+        if rows:
+            self._send_dr(rows)
 
     def _transmit(self, batch: Batch, now: float) -> None:
         if batch.payload is None:
@@ -252,7 +345,8 @@ class TopparActor(Actor):
 
     def _encode(self, batch: Batch) -> bytearray:
         builder = RecordBatchBuilder(codec=self.codec, level=self.level, producer_id=batch.producer_id,
-                                     producer_epoch=batch.epoch, base_sequence=batch.base_seq)
+                                     producer_epoch=batch.epoch, base_sequence=batch.base_seq,
+                                     transactional=self.settings.transactional)
         slices = batch.slices
         appended = 0
         for frame, start, end in slices or ():
@@ -266,7 +360,10 @@ class TopparActor(Actor):
         if not effects:
             return
         if effects.reports:
-            self._send_dr(effects.reports)
+            if self.txn and send:
+                self._txn_send_reports(effects.reports)
+            else:
+                self._send_dr(effects.reports)
         if not send:
             return
         if effects.refresh_reason is not None:

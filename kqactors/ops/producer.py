@@ -35,6 +35,18 @@ XMIT_RESULT = "XMIT_RESULT"
 # toppar → itself (timer): linger, backoff or a timeout is due
 TOPPAR_WAKE = "TOPPAR_WAKE"
 
+# ---- transactions (transactional.id set; docs/producer-ops.md "Transactions") ----
+# app → main (request): one step of a transactional API call, {step, timeout_ms?, ...}; the reply
+# {error, state, txn_seq} comes when the step is done (or its timeout passed: a retriable _TIMED_OUT)
+TXN_API = "TXN_API"
+# toppar → main (request): this partition has data to send in the current transaction; the reply
+# {error_code, producer_id, epoch} comes once the partition is registered (error_code != 0: fail the data)
+TXN_ADD_PARTITION = "TXN_ADD_PARTITION"
+# toppar → main: a batch failed for good inside a transaction: {topic, partition, code, reason}
+TXN_PRODUCE_FAILED = "TXN_PRODUCE_FAILED"
+# main → app: the transaction failed in the background: {state, txn_seq, error}
+TXN_STATE = "TXN_STATE"
+
 
 def xmit_payload(topic: str, partition: int, batch_id: int, toppar_version: int, record_count: int,
                  acks: int, timeout_ms: int, deadline_ms: int | None = None) -> dict[str, Any]:
@@ -75,6 +87,21 @@ def leader_payload(topic: str, partition: int, broker_id: int, leader_epoch: int
 
 def pid_payload(producer_id: int, epoch: int, error_code: int = KafkaError.NO_ERROR) -> dict[str, Any]:
     return {"producer_id": producer_id, "epoch": epoch, "error_code": error_code}
+
+
+def txn_api_payload(step: str, timeout_ms: int | None = None, **args: Any) -> dict[str, Any]:
+    """TXN_API payload: ``step`` is one of kqactors.core.producer.txn_states.STEPS; ``timeout_ms`` None waits
+    as long as the step takes; ``args`` are the step's own (send_offsets: offsets, group; commit: dr_fails)."""
+    return {"step": step, "timeout_ms": timeout_ms, **args}
+
+
+def txn_error_to_wire(error: KafkaError | None) -> list[Any] | None:
+    """A KafkaError with its transaction flags, as TXN_API replies and TXN_STATE carry it."""
+    return None if error is None else list(error.to_tuple())
+
+
+def txn_error_from_wire(data: Any) -> KafkaError | None:
+    return None if not data else KafkaError.from_tuple(data)
 
 
 def toppar_name(topic: str, partition: int) -> str:

@@ -103,6 +103,7 @@ class BrokerActor(Actor):
         self.bootstrap = node_id < 0  # main numbers the bootstrap servers -1, -2, ...
         # the parts
         self.sink = ProduceSink(self)
+        self.sink.transactional_id = _conf(config, "transactional.id", None) or None
         self._handlers.update(self.sink.handlers())
         self.source: FetchSource | None = None
         if consumer or fetch is not None:

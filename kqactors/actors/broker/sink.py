@@ -79,6 +79,9 @@ class ProduceSink:
         self.broker = broker
         self.unsent: list[XmitEntry] = []
         self.flush_scheduled = False
+        #: a transactional producer's transactional.id: Produce requests carry it (the broker authorizes and,
+        #: with KIP-890, verifies transactional batches by it)
+        self.transactional_id: str | None = None
 
     def handlers(self) -> dict[str, Any]:
         return {pops.XMIT: self._on_xmit, _FLUSH: self._on_flush}
@@ -139,7 +142,7 @@ class ProduceSink:
                 for entry in taken:
                     self._xmit_result(entry, _timeout_code(entry, wall_ms), error_message="timed out", sent=False)
                 continue
-            body = encode_produce(version, taken)
+            body = encode_produce(version, taken, self.transactional_id)
             conn.enqueue(Request(PRODUCE.api_key, version, body, PRODUCE.is_flexible(version),
                                  expect_response=taken[0].acks != 0, timeout_ms=timeout_ms,
                                  context=(self.complete, taken, PRODUCE, version)), now)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.producer.buffers import new_producer_buffers
+from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import HeldMessage, UnassignedMessages
 from kqactors.config import Config
 from kqactors.core.producer.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
@@ -155,6 +156,9 @@ class Producer(_ProducerBase):
         handle.wake_on_notice(self._wake.set)
         self._toppar_args = {"settings": self._settings.to_dict()}
         self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held)
+        self._txn: TransactionalApi | None = None
+        if conf["transactional.id"]:
+            self._txn_setup(int(conf["transaction.timeout.ms"]))
         self._flusher = threading.Thread(target=self._flush_loop, name="kqactors-producer-flusher", daemon=True)
         self._flusher.start()
 
@@ -316,6 +320,8 @@ class Producer(_ProducerBase):
         if msgid is None:
             raise BufferError("Local: Queue full")
         buffers.complete(topic, partition, [(msgid, 1, code, -1, -1)], self._on_delivery, self._only_errors)
+        if self._txn is not None:
+            self._txn.note_failed(1)
 
     def _lookup_failed_recently(self, topic: str) -> bool:
         """The topic's lookup failed less than _METADATA_RETRY_S ago: its messages fail without another."""
@@ -375,6 +381,12 @@ class Producer(_ProducerBase):
         if op.type == pops.DR:
             self._buffers.complete(payload["topic"], payload["partition"], payload["rows"], self._on_delivery,
                                    self._only_errors)
+            if self._txn is not None:
+                self._txn.note_reports(payload["rows"])
+            return 0
+        if op.type == pops.TXN_STATE:
+            if self._txn is not None:
+                self._txn.on_state(payload)
             return 0
         if op.type == ops.TOPIC_PARTITIONS:
             count = int(payload.get("partition_count", 0))
@@ -576,6 +588,8 @@ class Producer(_ProducerBase):
     def _fail_handover(self, buf: Any, first: int, count: int) -> None:
         self._buffers.complete(buf.topic, buf.partition, [(first, count, KafkaError._TRANSPORT, -1, -1)],
                                self._on_delivery, self._only_errors)
+        if self._txn is not None:
+            self._txn.note_failed(count)
 
     def _spawn_siblings(self, topic: str) -> None:
         """Start the toppars of a topic's other partitions too, as librdkafka creates all of a topic's
@@ -620,6 +634,56 @@ class Producer(_ProducerBase):
                 self._rt.send_many((name, Op(op.type, dict(op.payload or {}))) for name in targets)
             except ActorError:
                 pass
+
+    # ---- transactions ------------------------------------------------------------------------------------
+    def _txn_setup(self, transaction_timeout_ms: int) -> None:
+        """transactional.id: produce() is allowed only inside a transaction. The gate wraps this instance's
+        produce() (the C one, or a subclass's), so a non-transactional producer's hot path is untouched."""
+        self._txn = TransactionalApi(self, transaction_timeout_ms)
+        inner = self.produce
+
+        def produce(*args: Any, **kwargs: Any) -> None:
+            txn = self._txn
+            if txn is not None and not txn.may_enq and self._fatal is None and not self._closed:
+                raise txn.produce_refused()
+            inner(*args, **kwargs)
+
+        produce.__doc__ = inner.__doc__
+        self.produce = produce  # type: ignore[method-assign]
+        # A toppar host that dies takes the messages it held with it: the transaction cannot commit.
+        self._handle.on_actors_down(lambda *_args: self._txn is not None and self._txn.note_failed(1))
+
+    def _require_txn(self) -> TransactionalApi:
+        self._check_open()
+        if self._txn is None:
+            raise KafkaException(KafkaError(KafkaError._NOT_CONFIGURED,
+                                            "The Transactional API requires transactional.id to be configured"))
+        return self._txn
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Acquire the producer id for ``transactional.id`` from the transaction coordinator, fencing older
+        producers with the same id and completing their open transactions. ``timeout`` in seconds (None or -1:
+        twice transaction.timeout.ms). Raises KafkaException; a retriable error may be retried (resumes)."""
+        self._require_txn().init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: produce() is allowed until commit_transaction() or abort_transaction()."""
+        self._require_txn().begin_transaction()
+
+    def send_offsets_to_transaction(self, positions: list, group_metadata: Any, timeout: float | None = None) -> None:
+        """Commit the consumer's ``positions`` (the next offsets to read) as part of the transaction, for the
+        group of ``group_metadata`` (the consumer's consumer_group_metadata(): its generation and member id
+        fence zombie members, KIP-447). ``timeout`` is capped at transaction.timeout.ms."""
+        self._require_txn().send_offsets_to_transaction(positions, group_metadata, timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit the transaction. A retriable error (e.g. the timeout) resumes when called again;
+        txn_requires_abort() means abort_transaction(); fatal() means this producer is unusable."""
+        self._require_txn().commit_transaction(timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Purge what is queued, wait for what is in flight, then abort the transaction."""
+        self._require_txn().abort_transaction(timeout)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def _check_open(self) -> None:

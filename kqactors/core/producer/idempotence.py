@@ -46,15 +46,18 @@ class IdempotentVerdict:
 class IdempotenceState:
     """Sequence bookkeeping for one partition under one producer id and epoch."""
 
-    __slots__ = ("producer_id", "epoch", "next_seq", "next_ack_seq", "next_err_seq", "gapless")
+    __slots__ = ("producer_id", "epoch", "next_seq", "next_ack_seq", "next_err_seq", "gapless", "transactional")
 
-    def __init__(self, gapless: bool = False) -> None:
+    def __init__(self, gapless: bool = False, transactional: bool = False) -> None:
         self.producer_id = -1
         self.epoch = -1
         self.next_seq = 0
         self.next_ack_seq = 0
         self.next_err_seq = 0
         self.gapless = gapless
+        #: inside a transaction a lost producer id fails the transaction (the abort bumps the epoch) instead of
+        #: being retried under a bumped epoch; and a permanent failure is the transaction's, not gap-less's
+        self.transactional = transactional
 
     @property
     def valid(self) -> bool:
@@ -131,7 +134,10 @@ class IdempotenceState:
             self.on_success(batch)
             return verdict
         elif error == KafkaError.UNKNOWN_PRODUCER_ID:
-            if batch.retries == 0 and self.next_err_seq == batch.base_seq:
+            if self.transactional:
+                verdict.action = ProduceErrorAction(PERMANENT | NOT_PERSISTED, False)
+                verdict.bump_reason = "unknown producer id"
+            elif batch.retries == 0 and self.next_err_seq == batch.base_seq:
                 verdict.action = ProduceErrorAction(RETRY | NOT_PERSISTED, False)
                 verdict.bump_reason = "unknown producer id"
             else:
@@ -142,7 +148,7 @@ class IdempotenceState:
         elif action.retriable:
             update_ack = bool(action.flags & POSSIBLY_PERSISTED)
         if verdict.action.flags & PERMANENT and verdict.fatal_reason is None and verdict.error:
-            if self.gapless:
+            if self.gapless and not self.transactional:
                 verdict.fatal_code = KafkaError._GAPLESS_GUARANTEE
                 verdict.fatal_reason = f"batch failed with error {error}: gap-less guarantee cannot be kept"
             else:

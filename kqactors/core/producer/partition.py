@@ -90,7 +90,10 @@ class PartitionProducer:
         self.retry: list[Batch] = []          # sorted by first msgid; always sent before the queue
         self.inflight: dict[int, Batch] = {}  # batch_id → batch, in send order
         self.leader = -1
-        self.idemp = IdempotenceState(settings.gapless) if settings.idempotence else None
+        self.idemp = IdempotenceState(settings.gapless, settings.transactional) if settings.idempotence else None
+        #: a transactional partition sends nothing until it is registered in the current transaction (the
+        #: actor lifts the hold when main grants it, and sets it again whenever the partition runs empty)
+        self.txn_hold = settings.transactional
         self.pid_held = settings.idempotence  # idempotent: no sending until a valid PID arrives
         self.bump_requested = False
         self.drain_before_retry = False
@@ -169,6 +172,18 @@ class PartitionProducer:
         """Hold sending and ask for a drain + epoch bump (e.g. this partition's earlier state was lost)."""
         if self.idemp is not None:
             self._want_bump(reason)
+
+    def fail_queued(self, code: int) -> None:
+        """Fail everything not sent yet (queued, and waiting to retry) with ``code``; a transactional
+        partition whose data cannot join the transaction."""
+        if self.retry and self.idemp is not None:
+            self._want_bump("batches holding sequences were failed before they were sent again")
+        self._fail_queue(code)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, waiting to retry or in flight."""
+        return not (self.queue_count or self.retry or self.inflight)
 
     def set_fatal(self, code: int, reason: str) -> None:
         """The producer hit a fatal error: fail everything queued, send nothing more."""
@@ -353,7 +368,7 @@ class PartitionProducer:
         self.tx_bytes += len(batch.payload) if batch.payload is not None else 0
 
     def _may_send(self) -> bool:
-        if self.fatal_error is not None or self.leader < 0:
+        if self.fatal_error is not None or self.leader < 0 or self.txn_hold:
             return False
         if len(self.inflight) >= self._in_flight_limit:
             return False

@@ -66,6 +66,7 @@ class ProducerSettings:
     socket_timeout_ms: int = 60_000
     compression_type: str = "none"
     compression_level: int = -1
+    transactional: bool = False  # transactional.id is set: a partition sends only once it is in the transaction
 
     @property
     def max_batch_bytes(self) -> int:
@@ -101,6 +102,10 @@ class ProducerSettings:
                 raise ValueError("`retries` must not be 0 when `enable.idempotence` is true")
             if "max_in_flight" in explicit and values["max_in_flight"] > IDEMPOTENT_MAX_IN_FLIGHT:
                 raise ValueError("`max.in.flight` must be at most 5 when `enable.idempotence` is true")
+            values["acks"] = -1
+        if config.get("transactional.id"):
+            values["transactional"] = True
+            values["idempotence"] = True
             values["acks"] = -1
         return cls(**values)
 

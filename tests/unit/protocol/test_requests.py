@@ -78,6 +78,8 @@ def test_the_table_is_complete_on_import_without_core_or_actors():
                 "ListOffsets",
                 "cgrp:FindCoordinator", "cgrp:JoinGroup", "cgrp:SyncGroup", "cgrp:Heartbeat", "cgrp:LeaveGroup",
                 "cgrp:OffsetCommit", "cgrp:OffsetFetch", "cgrp:ConsumerGroupHeartbeat", "cgrp848:OffsetCommit"}
+    expected |= {"txn:FindCoordinator", "txn:InitProducerId", "txn:AddPartitionsToTxn", "txn:AddOffsetsToTxn",
+                 "txn:TxnOffsetCommit", "txn:EndTxn"}  # the transactional producer's
     assert set(REQUEST_KINDS) == expected
 
 

@@ -37,6 +37,9 @@ __all__ = ["AIOProducer"]
 
 #: callbacks in the configuration that may be coroutine functions
 CONFIG_CALLBACKS = ("error_cb", "stats_cb", "throttle_cb")
+#: a burst of at least this many produce() calls in one turn of the loop is handed to the toppars when the turn
+#: ends, rather than by the flusher thread (which waits for the GIL, then a tick); smaller ones stay the flusher's
+BURST_HAND_OVER = 16
 #: while flush() waits, the toppars are told again to ignore linger.ms this often (messages handed over
 #: after a FLUSH op would otherwise wait for linger.ms)
 FLUSH_NUDGE_S = 0.005
@@ -73,6 +76,7 @@ class AIOProducer:
         self._loop_thread = _get_ident()
         self._closed = False
         self._served = 0
+        self._burst = 0  # produce() calls since the last end-of-burst hand-over was scheduled
         conf = dict(producer_conf)
         self_ref = weakref.ref(self)
 
@@ -119,8 +123,19 @@ class AIOProducer:
             fut.set_exception(exc)
         except BufferError as exc:
             fut.set_exception(KafkaException(KafkaError(KafkaError._QUEUE_FULL, str(exc) or "Local: Queue full")))
-        self._driver.ensure_ticking()  # type: ignore[union-attr]
+        burst = self._burst
+        self._burst = burst + 1
+        if not burst:
+            self._loop.call_soon(self._end_of_burst)
+            self._driver.ensure_ticking()  # type: ignore[union-attr]
         return fut
+
+    def _end_of_burst(self) -> None:
+        """The loop turn that produced has ended (the application awaits something): hand a large burst on
+        now. Messages still wait linger.ms from their produce() in the toppar, as in librdkafka."""
+        burst, self._burst = self._burst, 0
+        if burst >= BURST_HAND_OVER and not self._closed:
+            self._producer.hand_over_burst()
 
     def _settle(self, fut: asyncio.Future[Message], cb: Callable[..., Any] | None, err: KafkaError | None,
                 msg: Message) -> None:

@@ -13,6 +13,10 @@ clients/_aio_common.py); CPU and peak RSS cover the whole process tree (benchmar
     python benchmarks/bench_aio.py                      # both cases, 3 repeats, embedded Tansu
     python benchmarks/bench_aio.py --broker mock        # the librdkafka mock cluster instead
     python benchmarks/bench_aio.py --quick              # smoke run: 20,000 messages, 1 repeat
+    python benchmarks/bench_aio.py --linger-ms 1 --clients kqactors-aio,kqactors-aio-hosts0,aiokafka-aio
+
+Producers: acks=1 and linger.ms=5 (--linger-ms) for every client; ``kqactors-aio-hosts0`` is kqactors with
+kqactors.hosts=0 (toppars on the main host: fewer process hops per awaited batch).
 
 Prints a markdown table (last column: kqactors-aio's msgs/s over the client's) and writes
 benchmarks/out/aio.json.
@@ -45,10 +49,15 @@ from harness import (
 #: client name → runner script in benchmarks/clients/
 AIO_RUNNERS = {
     "kqactors-aio": "kqactors_aio.py",
+    "kqactors-aio-hosts0": "kqactors_aio.py",
     "aiokafka-aio": "aiokafka_aio.py",
     "confluent-kafka-aio": "confluent_kafka_aio.py",
 }
-CLIENT_MODULES = {"kqactors-aio": "kqactors.aio", "aiokafka-aio": "aiokafka", "confluent-kafka-aio": "confluent_kafka.aio"}
+CLIENT_MODULES = {"kqactors-aio": "kqactors.aio", "kqactors-aio-hosts0": "kqactors.aio", "aiokafka-aio": "aiokafka",
+                  "confluent-kafka-aio": "confluent_kafka.aio"}
+#: runner arguments of a client variant
+CLIENT_ARGS = {"kqactors-aio-hosts0": ("--hosts", "0")}
+DEFAULT_CLIENTS = ("kqactors-aio", "aiokafka-aio", "confluent-kafka-aio")
 CASES = ("produce", "consume")
 PARTITIONS = 3
 SIZE = 100
@@ -61,10 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="bootstrap.servers (default: start an embedded broker, see --broker)")
     parser.add_argument("--broker", choices=harness.BROKER_KINDS, default="tansu")
-    parser.add_argument("--clients", default=",".join(AIO_RUNNERS))
+    parser.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
+                        help=f"any of {', '.join(AIO_RUNNERS)} (default: {', '.join(DEFAULT_CLIENTS)})")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--count", type=int, default=None, help=f"messages per run (default {COUNT:,})")
     parser.add_argument("--gather", type=int, default=GATHER, help=f"produce awaits per batch (default {GATHER})")
+    parser.add_argument("--linger-ms", type=float, default=5.0, help="every producer's linger (default 5)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per client and case (default 3; quick 1)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json-out", type=Path, default=BENCH_DIR / "out" / "aio.json")
@@ -113,9 +124,11 @@ def run_all(args: argparse.Namespace, broker: harness.RunBroker, clients: list[s
                 if case == "produce":
                     topic = f"bench-aio-produce-{uuid.uuid4().hex[:8]}"
                     broker.create_topic(topic, PARTITIONS)
-                    extra: tuple[str, ...] = ("--mode", "produce", "--gather", str(args.gather))
+                    extra: tuple[str, ...] = ("--mode", "produce", "--gather", str(args.gather),
+                                              "--linger-ms", str(args.linger_ms))
                 else:
                     topic, extra = consume_topic, ("--mode", "consume")
+                extra += CLIENT_ARGS.get(client, ())
                 try:
                     result = run_client(client, case, repeat, broker.bootstrap, topic, args.count, SIZE, "none",
                                         extra_args=extra)
@@ -144,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     summaries = summarise(results)
     meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
             "load_avg": list(psutil.getloadavg()), "broker": args.bootstrap or kind, "partitions": PARTITIONS,
-            "size": SIZE, "count": args.count, "gather": args.gather, "repeats": args.repeats,
+            "size": SIZE, "count": args.count, "gather": args.gather, "linger_ms": args.linger_ms,
+            "repeats": args.repeats,
             "wall_s": round(time.monotonic() - started, 1), "clients": clients, "kind": "aio"}
     write_json(args.json_out, meta, results, summaries)
     if summaries:

@@ -10,7 +10,8 @@ loops, ``--mode``:
 - ``consume``: the topic is pre-filled; assign every partition from the beginning and consume until ``count``
   messages arrived. Elapsed: assign → last message (the first message's time is reported too).
 
-A client adapter gives: ``start()``, ``send(topic, value)`` (an awaitable of an awaitable delivery, as
+``--linger-ms`` (default 5, every producer) and ``--hosts`` (kqactors.hosts, kqactors only) shape the clients.
+A client adapter, made by ``make_client(args, options)``, gives: ``start()``, ``send(topic, value)`` (an awaitable of an awaitable delivery, as
 confluent_kafka.aio's produce()), ``assign_from_beginning(topic, partitions)``, ``take()`` (the next batch
 of messages), ``partitions(topic)`` and ``stop()``.
 """
@@ -33,6 +34,8 @@ def split_args(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace]
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--mode", choices=("produce", "consume"), default="produce")
     parser.add_argument("--gather", type=int, default=1000, help="produce(): awaits gathered per batch")
+    parser.add_argument("--linger-ms", type=float, default=5.0, help="the producers' linger (default 5)")
+    parser.add_argument("--hosts", type=int, default=None, help="kqactors.hosts (kqactors only; default: its own)")
     mode, rest = parser.parse_known_args(argv)
     return mode, parse_args(rest)
 
@@ -80,7 +83,7 @@ async def measure_consume(name: str, client: Any, args: argparse.Namespace) -> N
 
 async def run(name: str, make_client: Any) -> None:
     mode, args = split_args(sys.argv[1:])
-    client = make_client(args, mode.mode)
+    client = make_client(args, mode)
     await client.start()
     try:
         if mode.mode == "produce":

@@ -1,7 +1,7 @@
 """Benchmark runner: aiokafka (AIOKafkaProducer / AIOKafkaConsumer) in the awaited-batch loops of _aio_common.
 
-Runs in: a fresh runner process per run (one event loop). Producer: acks=1, linger_ms=5 (the same wait as the
-librdkafka-style clients), max_batch_size 16 KiB (its default, the fastest at 100 B on this harness: see
+Runs in: a fresh runner process per run (one event loop). Producer: acks=1, linger_ms=5 unless --linger-ms (the same wait as
+the librdkafka-style clients), max_batch_size 16 KiB (its default, the fastest at 100 B on this harness: see
 bench_produce.PEER_BATCH_BYTES) unless --batch-size; ``send()`` is awaited for its delivery future, as
 AIOProducer.produce(). Consumer: no group, getmany(max_records=10000), as benchmarks/clients/aiokafka_consume.py.
 """
@@ -18,9 +18,10 @@ BATCH_SIZE = 16 * 1024
 
 
 class Client:
-    def __init__(self, args: Any, mode: str) -> None:
+    def __init__(self, args: Any, options: Any) -> None:
         self.args = args
-        self.mode = mode
+        self.options = options
+        self.mode = options.mode
         self.producer: AIOKafkaProducer | None = None
         self.consumer: AIOKafkaConsumer | None = None
 
@@ -28,7 +29,8 @@ class Client:
         args = self.args
         if self.mode == "produce":
             self.producer = AIOKafkaProducer(
-                bootstrap_servers=args.bootstrap, acks=1, linger_ms=5, max_batch_size=args.batch_size or BATCH_SIZE,
+                bootstrap_servers=args.bootstrap, acks=1, linger_ms=self.options.linger_ms,
+                max_batch_size=args.batch_size or BATCH_SIZE,
                 compression_type=None if args.compression == "none" else args.compression)
             await self.producer.start()
             self.send = self.producer.send

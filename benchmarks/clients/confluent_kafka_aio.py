@@ -1,7 +1,7 @@
 """Benchmark runner: confluent_kafka.aio (AIOProducer / AIOConsumer, confluent-kafka 2.16). Runs in: a fresh
 runner process per run (one event loop plus confluent's thread pools).
 
-Config: the same as kqactors.aio's (acks=1, linger.ms=5; consumer defaults, no commits); the AIOProducer at
+Config: the same as kqactors.aio's (acks=1, linger.ms=5 unless --linger-ms; consumer defaults, no commits); the AIOProducer at
 its defaults (batch_size=1000, so each gathered batch of 1,000 is handed to librdkafka as it completes)."""
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ from confluent_kafka.aio import AIOConsumer, AIOProducer
 
 
 class Client:
-    def __init__(self, args: Any, mode: str) -> None:
+    def __init__(self, args: Any, options: Any) -> None:
         self.args = args
-        self.mode = mode
+        self.options = options
+        self.mode = options.mode
         self.producer: AIOProducer | None = None
         self.consumer: AIOConsumer | None = None
 
     async def start(self) -> None:
         if self.mode == "produce":
-            self.producer = AIOProducer({"bootstrap.servers": self.args.bootstrap, "acks": "1", "linger.ms": 5,
+            self.producer = AIOProducer({"bootstrap.servers": self.args.bootstrap, "acks": "1",
+                                         "linger.ms": self.options.linger_ms,
                                          "compression.type": self.args.compression})
             self.send = self.producer.produce
         else:

@@ -1,4 +1,5 @@
-"""kqactors.aio: asyncio clients shaped like confluent-kafka's ``confluent_kafka.aio`` (AIOProducer, AIOConsumer).
+"""kqactors.aio: asyncio clients shaped like confluent-kafka's ``confluent_kafka.aio`` (AIOProducer, AIOConsumer,
+AsyncSerializingProducer, AsyncDeserializingConsumer).
 
 Runs in: the app process, on an asyncio event loop. The clients wrap the sync Producer and Consumer and are
 driven by the loop itself: the loop watches the app's inbox (a ZeroMQ socket's file descriptor) and serves
@@ -10,5 +11,6 @@ from __future__ import annotations
 
 from kqactors.aio.consumer import AIOConsumer
 from kqactors.aio.producer import AIOProducer
+from kqactors.aio.serializing import AsyncDeserializingConsumer, AsyncSerializingProducer
 
-__all__ = ["AIOConsumer", "AIOProducer"]
+__all__ = ["AIOConsumer", "AIOProducer", "AsyncDeserializingConsumer", "AsyncSerializingProducer"]

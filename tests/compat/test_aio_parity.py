@@ -11,6 +11,7 @@ per-message on_delivery, and raises TypeError at once; confluent-kafka's holds m
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
@@ -107,6 +108,27 @@ async def consume_scenario(module: ModuleType, bootstrap: str, group: str) -> di
     per_partition = {p: [m[1:] for m in messages if m[0] == p] for p in range(PARTITIONS)}
     result["messages"] = per_partition
     return result
+
+
+def _public_methods(cls: type) -> dict[str, bool]:
+    """Public (and context-manager) methods → whether each is a coroutine function."""
+    return {name: inspect.iscoroutinefunction(member) for name, member in inspect.getmembers(cls, callable)
+            if not name.startswith("_") or name in ("__aenter__", "__aexit__", "__len__")}
+
+
+@pytest.mark.parametrize("name", ["AIOProducer", "AIOConsumer", "AsyncSerializingProducer",
+                                  "AsyncDeserializingConsumer"])
+def test_same_public_shape(name):
+    """Every public method of confluent_kafka.aio's class exists here, awaitable where theirs is, and the
+    constructors take the same parameters."""
+    assert set(confluent_aio.__all__) <= set(kqactors.aio.__all__)
+    theirs, ours = getattr(confluent_aio, name), getattr(kqactors.aio, name)
+    their_methods, our_methods = _public_methods(theirs), _public_methods(ours)
+    missing = sorted(set(their_methods) - set(our_methods))
+    assert not missing, f"{name} lacks {missing}"
+    assert {m: our_methods[m] for m in their_methods} == their_methods
+    if name.startswith("AIO"):
+        assert list(inspect.signature(ours.__init__).parameters) == list(inspect.signature(theirs.__init__).parameters)
 
 
 @pytest.fixture

@@ -193,3 +193,25 @@ def test_transactions_are_not_implemented_yet(mock_cluster):
 def test_construction_needs_a_running_loop(mock_cluster):
     with pytest.raises(RuntimeError):
         AIOProducer(conf(mock_cluster.bootstrap))
+
+
+def test_a_burst_is_handed_over_when_the_loop_turn_ends(mock_cluster, unique_topic):
+    """Once the partitions' toppars run, a burst of produce() calls in one loop turn leaves the app's buffers
+    as soon as the application awaits, not at the flusher's next tick (5 ms here)."""
+    mock_cluster.create_topic(unique_topic, 1)
+
+    async def main() -> None:
+        async with AIOProducer(conf(mock_cluster.bootstrap, **{"linger.ms": 1000})) as producer:
+            await producer.produce(unique_topic, value=b"first")
+            await producer.flush(30)
+            buffers = producer._producer._buffers
+            small = [await producer.produce(unique_topic, value=b"s%d" % i) for i in range(3)]
+            burst = [await producer.produce(unique_topic, value=b"b%d" % i) for i in range(100)]
+            assert buffers.unsent == 103
+            await asyncio.sleep(0)  # the turn that produced ends here
+            await asyncio.sleep(0)
+            assert buffers.unsent == 0
+            assert await producer.flush(30) == 0
+            assert [m.offset() for m in await asyncio.gather(*small, *burst)] == list(range(1, 104))
+
+    run(main())

@@ -235,6 +235,20 @@ class LoopDriver:
                 queue.on_enqueue = None
         self._wake_all()
 
+    def abandon(self) -> None:
+        """Detach from any thread (the client was garbage-collected unclosed): the loop stops watching the
+        inbox and drops its references; the sync client's processes stop when it is closed, collected or at
+        interpreter exit, as without asyncio."""
+        if self._closed:
+            return
+        if _get_ident() == self.loop_thread:
+            self.detach()
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.detach)
+        except RuntimeError:  # the loop is closed: nothing watches the inbox any more
+            pass
+
     @property
     def closed(self) -> bool:
         return self._closed

@@ -114,6 +114,7 @@ class AIOConsumer:
         self._group_queue = consumer.group_queue
         queues = [runtime.events] + ([self._group_queue] if self._group_queue is not None else [])
         self._driver = LoopDriver(loop, runtime, _nothing, queues, executor=executor)
+        weakref.finalize(self, self._driver.abandon)
 
     def _make_driver_ref(self) -> Callable[[], LoopDriver | None]:
         self_ref = weakref.ref(self)

@@ -100,6 +100,7 @@ class AIOProducer:
 
         self._driver = LoopDriver(loop, runtime, serve, [runtime.events], executor=executor,
                                   active=lambda: len(producer) > 0)
+        weakref.finalize(self, self._driver.abandon)
 
     # ---- producing -------------------------------------------------------------------------------------------
     async def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,

@@ -33,9 +33,16 @@ def test_wakeup_fd_and_pump_nowait(runtime):
     assert runtime.pump_nowait() is False  # nothing has arrived: the fd's signal is consumed too
     queue = runtime.new_queue()
     runtime.request_async("echo", Op("ECHO", {"n": 1}), queue, timeout=10)
-    readable, _, _ = select.select([fd], [], [], 10)
-    assert readable == [fd], "the descriptor turns readable when the reply arrives"
-    assert runtime.pump_nowait() is True
+    # Readable means "look": ZeroMQ also signals for its own commands (a peer connecting), so the watcher
+    # pumps whenever it is readable, and the reply is routed by one of those pumps.
+    deadline = time.monotonic() + 10
+    routed = []
+    while not len(queue):
+        assert time.monotonic() < deadline, "the reply never arrived"
+        readable, _, _ = select.select([fd], [], [], 10)
+        assert readable == [fd], "the descriptor turns readable when something arrives"
+        routed.append(runtime.pump_nowait())
+    assert routed[-1] is True
     assert runtime.pump_nowait() is False
     reply = queue.pop()
     assert reply is not None and reply.payload == {"n": 1}

@@ -436,6 +436,47 @@ class Runtime:
         self._check_usable()
         self._wait_until(lambda: False, time.monotonic() + seconds)
 
+    # -- event loops ------------------------------------------------------------------------------------
+    def wakeup_fd(self) -> int | None:
+        """For an event loop (kqactors.aio): the file descriptor of the app's inbox (ZeroMQ's ZMQ_FD of its
+        PULL socket), or None on the in-process transport. ZeroMQ signals it edge-style: it becomes readable
+        when ops may have arrived and stays so until the socket is next used, so the watcher calls
+        ``pump_nowait()`` until that no longer returns True. Watch it only: never read or close it."""
+        self._check_usable()
+        inbox = self._plumbing.inbox
+        return None if inbox is None else int(inbox.socket.getsockopt(zmq.FD))
+
+    def pump_nowait(self, limit: int = 256) -> bool | None:
+        """Route up to ``limit`` batches that have already arrived, without blocking (the event loop's pump;
+        see ``wakeup_fd``). True: ops were routed and more may wait (call again); False: the inbox was empty;
+        None: another thread is pumping (it routes what arrives; try again shortly)."""
+        self._check_usable()
+        cond = self._cond
+        with cond:
+            if self._pumping:
+                return None
+            self._pumping = True
+        try:
+            p = self._plumbing
+            if self._deadlines and self._deadlines[0][0] <= time.monotonic():
+                self._expire_pending()
+            route = self._route
+            if p.inbox is not None:
+                batches = p.inbox.recv_within(0, limit)
+                for batch in batches:
+                    for op in batch:
+                        route(op)
+                return bool(batches)
+            ops = p.control.recv(0.0)
+            for op in ops:
+                route(op)
+            return bool(ops)
+        finally:
+            with cond:
+                self._pumping = False
+                if self._waiting:
+                    cond.notify_all()
+
     # -- the app's pump -------------------------------------------------------------------------------
     def _spin_for(self, queue: AppQueue) -> None:
         """Pump without blocking until ``queue`` has an op or REQUEST_SPIN_S passes (see there)."""

@@ -18,6 +18,7 @@ FORBIDDEN = {
     "ops": {"actors", "client", "core", "runtime", "protocol"},
     "actors": {"client"},
     "client": {"actors"},
+    "aio": {"actors"},
     "records": {"actors", "client", "core", "runtime", "ops"},
 }
 

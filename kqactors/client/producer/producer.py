@@ -521,6 +521,23 @@ class Producer(_ProducerBase):
             self._handover_lock.release()
         return True
 
+    def hand_over_burst(self) -> bool:
+        """Hand every unsent message to its toppar now, from the calling thread, if each of those toppars runs
+        already (starting one may block: that stays the flusher's). For an event loop at the end of a burst of
+        produce() calls (kqactors.aio): the flusher would first wait for the loop thread to release the GIL,
+        then a tick. linger.ms still counts from each message's produce(). False: nothing was handed over."""
+        if not self._buffers.unsent or not self._handover_lock.acquire(False):
+            return False
+        try:
+            if any(buf.packer.count and not buf.spawned for buf in list(self._buffers.partitions.values())):
+                return False
+            self._hand_over()
+        except Exception:  # as in the flusher: failures become delivery reports
+            self._logger.log(logging.ERROR, "kqactors producer hand-over failed", exc_info=True)
+        finally:
+            self._handover_lock.release()
+        return True
+
     def _hand_over(self) -> None:
         self._handle.serve_notices()  # a toppar host died since the last one: see _actors_down
         taken = self._buffers.take_all()

@@ -36,8 +36,11 @@ _CONTROLLER_MOVED = {KafkaError.NOT_CONTROLLER}
 _COORDINATOR_MOVED = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
 _LEADER_MOVED = {KafkaError.NOT_LEADER_OR_FOLLOWER, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
-                 KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._TRANSPORT, KafkaError._DESTROY}
+                 KafkaError.UNKNOWN_LEADER_EPOCH}
 _BACKOFF_MAX_S = 1.0
+# a call whose connection failed this often in a row fails with that error: a broker that drops the connection
+# on a request it cannot serve would otherwise be asked again until the request timeout
+_TRANSPORT_ATTEMPTS = 3
 
 
 def error_codes(result: Any) -> list[int]:
@@ -103,7 +106,7 @@ class _Job:
 class _Call:
     """One protocol request of a job to one target, sent again (after a backoff) while its target moves."""
 
-    __slots__ = ("job", "target", "kind", "args", "finish", "attempts", "finished")
+    __slots__ = ("job", "target", "kind", "args", "finish", "attempts", "finished", "lost")
 
     def __init__(self, job: _Job, target: list[Any], kind: str, args: dict[str, Any],
                  finish: Callable[[int, str, Any, int], None]) -> None:
@@ -114,6 +117,7 @@ class _Call:
         self.finish = finish  # finish(error_code, reason, result, broker_id), called once
         self.attempts = 0
         self.finished = False
+        self.lost = 0  # connections lost under this call in a row
 
 
 class AdminMainActor(MainActor):
@@ -258,10 +262,17 @@ class AdminMainActor(MainActor):
         broker_id = int((reply.payload or {}).get("broker_id", node)) if reply.error is None else node
         target = call.target[0]
         if error in _TRANSIENT and error != KafkaError._TIMED_OUT:
-            if target == "coordinator":
-                self.coordinators.pop(call.target[1], None)
-            self._retry(call)
+            call.lost += 1
+            if call.lost < _TRANSPORT_ATTEMPTS:
+                if target == "coordinator":
+                    self.coordinators.pop(call.target[1], None)
+                elif target == "controller":
+                    self.cache.controller_id = -1
+                self._retry(call)
+                return
+            self._end(call, error, reason, result, broker_id)
             return
+        call.lost = 0
         if not error and target == "controller" and moved(result, _CONTROLLER_MOVED):
             self.cache.controller_id = -1  # ask the cluster where it went
             self._retry(call)

@@ -43,6 +43,9 @@ class ModuleEmitter:
 
     # -- public entry ---------------------------------------------------------------------------------
     def add_message(self, msg: MessageSpec) -> None:
+        # A response's null non-nullable array reads as empty, as librdkafka reads it: some brokers (Tansu)
+        # send null for an empty result list. Requests stay strict.
+        self.lenient_arrays = msg.message_type == "response"
         self.assign_class_names(msg)
         for struct in msg.structs:
             self.emit_class(struct, msg, top_level=False)
@@ -346,6 +349,8 @@ class ModuleEmitter:
                 inner = [f"{target}, p = read_prim_array(b, p, _n, {key!r})"]
             if nullable:
                 return lines + ["if _n < 0:", f"{IND}{target} = None", "else:"] + [IND + x for x in inner]
+            if getattr(self, "lenient_arrays", False):
+                return lines + ["if _n < 0:", f"{IND}_n = 0"] + inner
             return lines + ["if _n < 0:", f"{IND}raise ValueError({f'non-nullable array {f.attr} is null'!r})"] + inner
         if f.struct is not None:
             fn = fn_names[("r" + f.struct.class_name, v)]

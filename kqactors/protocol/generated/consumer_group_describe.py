@@ -142,7 +142,7 @@ def _r_TopicPartitions_0(b, p):
     o.topic_name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     o.partitions, p = read_prim_array(b, p, _n, 'int32')
     o._unknown_tags, p = read_unknown_tags(b, p)
     return o, p
@@ -165,7 +165,7 @@ def _r_Assignment_0(b, p):
     o = _new(Assignment)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topic_partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -209,7 +209,7 @@ def _r_Member_0(b, p):
     o.client_host, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array subscribed_topic_names is null')
+        _n = 0
     o.subscribed_topic_names, p = read_prim_array(b, p, _n, 'compact:string')
     o.subscribed_topic_regex, p = read_compact_nullable_string(b, p)
     o.assignment, p = _r_Assignment_0(b, p)
@@ -250,7 +250,7 @@ def _r_DescribedGroup_0(b, p):
     o.assignor_name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -284,7 +284,7 @@ def _r_ConsumerGroupDescribeResponse_0(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []

@@ -238,7 +238,7 @@ def _r_ListGroupsResponse_0(b, p):
     p += 2
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -265,7 +265,7 @@ def _r_ListGroupsResponse_1(b, p):
     p += 6
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -297,7 +297,7 @@ def _r_ListGroupsResponse_3(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -329,7 +329,7 @@ def _r_ListGroupsResponse_4(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -361,7 +361,7 @@ def _r_ListGroupsResponse_5(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []

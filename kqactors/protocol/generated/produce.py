@@ -553,7 +553,7 @@ def _r_PartitionProduceResponse_8(b, p):
     p += 30
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array record_errors is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -590,7 +590,7 @@ def _r_PartitionProduceResponse_9(b, p):
     p += 30
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array record_errors is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -628,7 +628,7 @@ def _r_PartitionProduceResponse_10(b, p):
     p += 30
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array record_errors is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -670,7 +670,7 @@ def _r_TopicProduceResponse_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -695,7 +695,7 @@ def _r_TopicProduceResponse_2(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -720,7 +720,7 @@ def _r_TopicProduceResponse_5(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -745,7 +745,7 @@ def _r_TopicProduceResponse_8(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -776,7 +776,7 @@ def _r_TopicProduceResponse_9(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -807,7 +807,7 @@ def _r_TopicProduceResponse_10(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -832,7 +832,7 @@ def _r_ProduceResponse_0(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -860,7 +860,7 @@ def _r_ProduceResponse_1(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -889,7 +889,7 @@ def _r_ProduceResponse_2(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -918,7 +918,7 @@ def _r_ProduceResponse_5(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -947,7 +947,7 @@ def _r_ProduceResponse_8(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -982,7 +982,7 @@ def _r_ProduceResponse_9(b, p):
     o = _new(ProduceResponse)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1021,7 +1021,7 @@ def _r_ProduceResponse_10(b, p):
     o = _new(ProduceResponse)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1043,7 +1043,7 @@ def _r_ProduceResponse_10(b, p):
         if _tag == 0:
             _n, p = read_compact_array_len(b, p)
             if _n < 0:
-                raise ValueError('non-nullable array node_endpoints is null')
+                _n = 0
             if _n > len(b) - p:
                 raise TruncatedError('array count exceeds the remaining bytes')
             _l = []

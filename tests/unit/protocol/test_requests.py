@@ -24,6 +24,7 @@ from kqactors.protocol.generated.produce import (
     TopicProduceResponse,
 )
 from kqactors.protocol.requests import (
+    ADMIN_KINDS,
     CLIENT_RANGES,
     REQUEST_KINDS,
     client_versions,
@@ -77,6 +78,7 @@ def test_the_table_is_complete_on_import_without_core_or_actors():
     expected = {"ApiVersions", "Metadata", "InitProducerId", "Produce", "Fetch", "ListOffsets",
                 "cgrp:FindCoordinator", "cgrp:JoinGroup", "cgrp:SyncGroup", "cgrp:Heartbeat", "cgrp:LeaveGroup",
                 "cgrp:OffsetCommit", "cgrp:OffsetFetch", "cgrp:ConsumerGroupHeartbeat", "cgrp848:OffsetCommit"}
+    expected |= set(ADMIN_KINDS)  # the AdminClient's section
     assert set(REQUEST_KINDS) == expected
 
 

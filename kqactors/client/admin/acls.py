@@ -113,7 +113,7 @@ class AclsMixin(AdminBase):
                     future.set_exception(res.exception(code, result.get("error_message")))
                 else:
                     future.set_result(None)
-            self._fail(futures.values(), res.exception(KafkaError._FAIL, "result missing from the response"))
+            self._fail(futures.values(), res.exception(KafkaError._BAD_MSG, "the broker answered fewer results than asked for"))
 
         self._submit(aops.CREATEACLS, [aops.call(["controller"], "admin:CreateAcls", {"creations": creations})],
                      options, complete, futures.values())
@@ -174,7 +174,7 @@ class AclsMixin(AdminBase):
                                               m["principal"], m["host"], int(m["operation"]),
                                               int(m["permission_type"]))
                                    for m in result.get("matching_acls") or () if not int(m.get("error_code") or 0)])
-            self._fail(futures.values(), res.exception(KafkaError._FAIL, "result missing from the response"))
+            self._fail(futures.values(), res.exception(KafkaError._BAD_MSG, "the broker answered fewer results than asked for"))
 
         self._submit(aops.DELETEACLS, [aops.call(["controller"], "admin:DeleteAcls", {"filters": wire})], options,
                      complete, futures.values())

@@ -307,12 +307,21 @@ class ModuleEmitter:
                                         fn_names)
         for f in absent + tagged:
             body.append(f"o.{f.attr} = {self.default_expr(f)}")
+        # A response body may end without its last tagged-field section (Tansu omits it after a null array);
+        # librdkafka accepts that, so the root of a response reads a missing section as empty.
+        optional_tags = struct is msg.root and msg.message_type == "response"
         if not flexible:
             body.append("o._unknown_tags = None")
         elif not tagged:
-            body.append("o._unknown_tags, p = read_unknown_tags(b, p)")
+            if optional_tags:
+                body += ["if p < len(b):", f"{IND}o._unknown_tags, p = read_unknown_tags(b, p)", "else:",
+                         f"{IND}o._unknown_tags = None"]
+            else:
+                body.append("o._unknown_tags, p = read_unknown_tags(b, p)")
         else:
-            body += ["_u = None", "_nt, p = read_uvarint(b, p)", "for _ in range(_nt):",
+            read_count = "_nt, p = read_uvarint(b, p) if p < len(b) else (0, p)" if optional_tags \
+                else "_nt, p = read_uvarint(b, p)"
+            body += ["_u = None", read_count, "for _ in range(_nt):",
                      f"{IND}_tag, p = read_uvarint(b, p)", f"{IND}_size, p = read_uvarint(b, p)",
                      f"{IND}_end = p + _size",
                      f"{IND}if _end > len(b):", f"{IND * 2}raise TruncatedError('tagged field runs past the end')"]

@@ -554,7 +554,10 @@ def _r_AddPartitionsToTxnResponse_3(b, p):
     o.results_by_topic_v3_and_below = _l
     o.error_code = 0
     o.results_by_transaction = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -589,7 +592,10 @@ def _r_AddPartitionsToTxnResponse_4(b, p):
         _l.append(_e)
     o.results_by_transaction = _l
     o.results_by_topic_v3_and_below = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -343,7 +343,7 @@ def _r_ApiVersionsResponse_3(b, p):
     o.finalized_features = []
     o.zk_migration_ready = False
     _u = None
-    _nt, p = read_uvarint(b, p)
+    _nt, p = read_uvarint(b, p) if p < len(b) else (0, p)
     for _ in range(_nt):
         _tag, p = read_uvarint(b, p)
         _size, p = read_uvarint(b, p)

@@ -292,7 +292,10 @@ def _r_ConsumerGroupDescribeResponse_0(b, p):
         _e, p = _r_DescribedGroup_0(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -318,7 +318,10 @@ def _r_ConsumerGroupHeartbeatResponse_0(b, p):
         o.assignment = None
     else:
         o.assignment, p = _r_Assignment_0(b, p)
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -675,7 +675,10 @@ def _r_CreateTopicsResponse_5(b, p):
         _e, p = _r_CreatableTopicResult_5(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -707,7 +710,10 @@ def _r_CreateTopicsResponse_7(b, p):
         _e, p = _r_CreatableTopicResult_7(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

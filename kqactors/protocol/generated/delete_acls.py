@@ -500,7 +500,10 @@ def _r_DeleteAclsResponse_2(b, p):
         _e, p = _r_DeleteAclsFilterResult_2(b, p)
         _l.append(_e)
     o.filter_results = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

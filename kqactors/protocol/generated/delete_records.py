@@ -366,7 +366,10 @@ def _r_DeleteRecordsResponse_2(b, p):
         _e, p = _r_DeleteRecordsTopicResult_2(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -364,7 +364,10 @@ def _r_DeleteTopicsResponse_4(b, p):
         _e, p = _r_DeletableTopicResult_4(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -396,7 +399,10 @@ def _r_DeleteTopicsResponse_5(b, p):
         _e, p = _r_DeletableTopicResult_5(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -428,7 +434,10 @@ def _r_DeleteTopicsResponse_6(b, p):
         _e, p = _r_DeletableTopicResult_6(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

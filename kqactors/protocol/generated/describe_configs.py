@@ -707,7 +707,10 @@ def _r_DescribeConfigsResponse_4(b, p):
         _e, p = _r_DescribeConfigsResult_4(b, p)
         _l.append(_e)
     o.results = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -2034,7 +2034,10 @@ def _r_FetchResponse_12(b, p):
         _l.append(_e)
     o.responses = _l
     o.node_endpoints = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -2069,7 +2072,10 @@ def _r_FetchResponse_13(b, p):
         _l.append(_e)
     o.responses = _l
     o.node_endpoints = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -2109,7 +2115,7 @@ def _r_FetchResponse_16(b, p):
     o.responses = _l
     o.node_endpoints = []
     _u = None
-    _nt, p = read_uvarint(b, p)
+    _nt, p = read_uvarint(b, p) if p < len(b) else (0, p)
     for _ in range(_nt):
         _tag, p = read_uvarint(b, p)
         _size, p = read_uvarint(b, p)

@@ -332,7 +332,10 @@ def _r_IncrementalAlterConfigsResponse_1(b, p):
         _e, p = _r_AlterConfigsResourceResponse_1(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

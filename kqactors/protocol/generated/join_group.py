@@ -497,7 +497,10 @@ def _r_JoinGroupResponse_6(b, p):
     o.members = _l
     o.protocol_type = None
     o.skip_assignment = False
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -540,7 +543,10 @@ def _r_JoinGroupResponse_7(b, p):
         _l.append(_e)
     o.members = _l
     o.skip_assignment = False
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -583,7 +589,10 @@ def _r_JoinGroupResponse_9(b, p):
         _e, p = _r_JoinGroupResponseMember_6(b, p)
         _l.append(_e)
     o.members = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -388,7 +388,10 @@ def _r_LeaveGroupResponse_4(b, p):
         _e, p = _r_MemberResponse_4(b, p)
         _l.append(_e)
     o.members = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -305,7 +305,10 @@ def _r_ListGroupsResponse_3(b, p):
         _e, p = _r_ListedGroup_3(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -337,7 +340,10 @@ def _r_ListGroupsResponse_4(b, p):
         _e, p = _r_ListedGroup_4(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -369,7 +375,10 @@ def _r_ListGroupsResponse_5(b, p):
         _e, p = _r_ListedGroup_5(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -1266,7 +1266,10 @@ def _r_MetadataResponse_9(b, p):
     o.topics = _l
     o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
     p += 4
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1320,7 +1323,10 @@ def _r_MetadataResponse_10(b, p):
     o.topics = _l
     o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
     p += 4
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1374,7 +1380,10 @@ def _r_MetadataResponse_11(b, p):
         _l.append(_e)
     o.topics = _l
     o.cluster_authorized_operations = -2147483648
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1428,7 +1437,10 @@ def _r_MetadataResponse_12(b, p):
         _l.append(_e)
     o.topics = _l
     o.cluster_authorized_operations = -2147483648
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

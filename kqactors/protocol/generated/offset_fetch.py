@@ -1160,7 +1160,10 @@ def _r_OffsetFetchResponse_6(b, p):
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.groups = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1196,7 +1199,10 @@ def _r_OffsetFetchResponse_8(b, p):
     o.groups = _l
     o.topics = []
     o.error_code = 0
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -542,7 +542,10 @@ def _r_OffsetForLeaderEpochResponse_4(b, p):
         _e, p = _r_OffsetForLeaderTopicResult_4(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

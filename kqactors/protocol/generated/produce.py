@@ -993,7 +993,10 @@ def _r_ProduceResponse_9(b, p):
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.node_endpoints = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1033,7 +1036,7 @@ def _r_ProduceResponse_10(b, p):
     p += 4
     o.node_endpoints = []
     _u = None
-    _nt, p = read_uvarint(b, p)
+    _nt, p = read_uvarint(b, p) if p < len(b) else (0, p)
     for _ in range(_nt):
         _tag, p = read_uvarint(b, p)
         _size, p = read_uvarint(b, p)

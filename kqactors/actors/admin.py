@@ -92,7 +92,7 @@ def rows_result(kind: str, result: Any) -> dict[tuple[str, int], list[Any]]:
 class _Job:
     """One admin request: its calls' outcomes, filled as they complete, and its deadline."""
 
-    __slots__ = ("op", "deadline", "outcomes", "pending", "timer", "done")
+    __slots__ = ("op", "deadline", "outcomes", "pending", "timer", "done", "waiting")
 
     def __init__(self, op: Op, deadline: float, count: int) -> None:
         self.op = op
@@ -101,16 +101,18 @@ class _Job:
         self.pending = count
         self.timer: int | None = None
         self.done = False
+        self.waiting: dict[int, str] = {}  # call index → what it waits for (the timeout's reason)
 
 
 class _Call:
     """One protocol request of a job to one target, sent again (after a backoff) while its target moves."""
 
-    __slots__ = ("job", "target", "kind", "args", "finish", "attempts", "finished", "lost")
+    __slots__ = ("job", "target", "kind", "args", "finish", "attempts", "finished", "lost", "slot")
 
     def __init__(self, job: _Job, target: list[Any], kind: str, args: dict[str, Any],
-                 finish: Callable[[int, str, Any, int], None]) -> None:
+                 finish: Callable[[int, str, Any, int], None], slot: int) -> None:
         self.job = job
+        self.slot = slot  # the index of the job's call this request serves
         self.target = target
         self.kind = kind
         self.args = args
@@ -167,11 +169,11 @@ class AdminMainActor(MainActor):
 
         target, kind, args = list(entry.get("target") or ["any"]), entry.get("kind", ""), entry.get("args") or {}
         if target[0] == "all":
-            self._fan_out(job, kind, args, finish)
+            self._fan_out(job, kind, args, finish, index)
         elif target[0] == "leaders":
-            self._to_leaders(job, kind, args, [list(row) for row in entry.get("rows") or ()], finish)
+            self._to_leaders(job, kind, args, [list(row) for row in entry.get("rows") or ()], finish, index)
         else:
-            self._send(_Call(job, target, kind, args, finish))
+            self._send(_Call(job, target, kind, args, finish, index))
 
     def _node(self, node_id: int) -> list[Any] | None:
         """[node_id, host, port, rack] of a known broker (for results naming their coordinator)."""
@@ -188,8 +190,9 @@ class AdminMainActor(MainActor):
         job.done = True
         if job.timer is not None:
             self.ctx.cancel_timer(job.timer)
-        results = [o if o is not None else aops.outcome(KafkaError._TIMED_OUT, "request timed out")
-                   for o in job.outcomes]
+        results = [o if o is not None else aops.outcome(
+            KafkaError._TIMED_OUT, f"Failed while waiting for {job.waiting.get(i, 'response')}: Local: Timed out")
+            for i, o in enumerate(job.outcomes)]
         self.ctx.reply(job.op, Op(aops.ADMIN_RESULT, {"results": results}))
 
     @on(_EXPIRE)
@@ -211,9 +214,13 @@ class AdminMainActor(MainActor):
             return
         remaining = self._remaining_ms(call.job)
         if remaining <= 0:
-            self._end(call, KafkaError._TIMED_OUT, "request timed out", None, -1)
+            what = call.job.waiting.get(call.slot, call.target[0])
+            self._end(call, KafkaError._TIMED_OUT, f"Failed while waiting for {what}: Local: Timed out", None, -1)
             return
         kind, arg = call.target[0], call.target[1] if len(call.target) > 1 else None
+        call.job.waiting[call.slot] = {"controller": "controller", "coordinator": "coordinator",
+                                       "broker": f"broker {arg}", "leaders": "partition leaders",
+                                       "all": "brokers"}.get(kind, "a broker")
         if kind == "controller":
             node = self.cache.controller_id
             if node < 0 or node not in self.brokers:
@@ -250,6 +257,7 @@ class AdminMainActor(MainActor):
 
     def _transmit(self, call: _Call, node: int) -> None:
         call.attempts += 1
+        call.job.waiting[call.slot] = f"{call.kind.split(':')[-1]} response from broker {node}"
         remaining = max(1, self._remaining_ms(call.job))
         payload = {"kind": call.kind, "args": call.args, "timeout_ms": remaining}
         self.ctx.request(ops.broker_name(node), Op(ops.REQUEST, payload),
@@ -293,7 +301,8 @@ class AdminMainActor(MainActor):
         the call with _TIMED_OUT when the deadline would pass first."""
         delay = min(_BACKOFF_MAX_S, self.backoff_s * (2 ** min(call.attempts, 6)))
         if time.monotonic() + delay >= call.job.deadline:
-            self._end(call, KafkaError._TIMED_OUT, f"{call.kind}: {call.target[0]} not reachable in time", None, -1)
+            what = call.job.waiting.get(call.slot, call.target[0])
+            self._end(call, KafkaError._TIMED_OUT, f"Failed while waiting for {what}: Local: Timed out", None, -1)
             return
         call.attempts += 1
         retry_id = next(self.retry_ids)
@@ -366,11 +375,11 @@ class AdminMainActor(MainActor):
                 return
             self._end(call, code, reason or f"FindCoordinator({group}) failed", None, -1)
 
-        self._send(_Call(call.job, ["any"], "admin:FindCoordinator", {"key": group, "key_type": 0}, found))
+        self._send(_Call(call.job, ["any"], "admin:FindCoordinator", {"key": group, "key_type": 0}, found, call.slot))
 
-    def _fan_out(self, job: _Job, kind: str, args: dict[str, Any], finish: Callable[..., None]) -> None:
+    def _fan_out(self, job: _Job, kind: str, args: dict[str, Any], finish: Callable[..., None], slot: int) -> None:
         """One request per broker of the cluster (from fresh metadata); the outcome lists every broker's."""
-        probe = _Call(job, ["all"], kind, args, lambda code, reason, _r, _b: finish(code, reason, None, -1))
+        probe = _Call(job, ["all"], kind, args, lambda code, reason, _r, _b: finish(code, reason, None, -1), slot)
 
         def with_brokers() -> None:
             nodes = sorted(node for node in self.cache.brokers if node in self.brokers)
@@ -387,12 +396,12 @@ class AdminMainActor(MainActor):
                 return done
 
             for node in nodes:
-                self._send(_Call(job, ["broker", node], kind, args, one(node)))
+                self._send(_Call(job, ["broker", node], kind, args, one(node), slot))
 
         self._after_metadata(probe, with_brokers)
 
     def _to_leaders(self, job: _Job, kind: str, common: dict[str, Any], rows: list[list[Any]],
-                    finish: Callable[..., None]) -> None:
+                    finish: Callable[..., None], slot: int) -> None:
         """Each row to its partition's leader, one request per leader; rows whose leader moved (or was not
         reachable) go again with fresh metadata until they succeed, fail for good or the deadline is near."""
         order = [(topic, partition) for topic, partition, _value in rows]
@@ -438,14 +447,14 @@ class AdminMainActor(MainActor):
                     if outstanding[0] == 0:
                         settle()
 
-                self._send(_Call(job, ["broker", leader], kind, rows_args(kind, common, leader_rows), done))
+                self._send(_Call(job, ["broker", leader], kind, rows_args(kind, common, leader_rows), done, slot))
 
         def settle() -> None:
             if not pending or time.monotonic() + self.backoff_s >= job.deadline:
                 complete()  # rows still pending keep their last (leader) error
                 return
-            probe = _Call(job, ["leaders"], kind, common, lambda _c, _r, _res, _b: complete())
+            probe = _Call(job, ["leaders"], kind, common, lambda _c, _r, _res, _b: complete(), slot)
             self._retry(probe, lambda: self._after_metadata(probe, route, topics))
 
-        first = _Call(job, ["leaders"], kind, common, lambda _c, _r, _res, _b: complete())
+        first = _Call(job, ["leaders"], kind, common, lambda _c, _r, _res, _b: complete(), slot)
         self._after_metadata(first, route, topics)

@@ -22,13 +22,16 @@ def exception(code: int, reason: str | None = None) -> KafkaException:
     return KafkaException(kafka_error(code, reason))
 
 
-def outcome_exception(outcome: dict[str, Any], what: str) -> KafkaException | None:
-    """The exception of a failed call (librdkafka's "<Op> worker request failed: ..." form), or None."""
+def outcome_exception(outcome: dict[str, Any], what: str = "") -> KafkaException | None:
+    """The exception of a failed call, or None. main's reason says what failed ("Failed while waiting for
+    controller: ...", "broker 1 does not support ..."); ``what`` (the API) prefixes a reason that does not."""
     code = int(outcome.get("error_code") or 0)
     if not code:
         return None
     reason = outcome.get("reason") or KafkaError(code).str()
-    return exception(code, f"{what}: {reason}" if what else reason)
+    if what and not reason.startswith(("Failed", what)):
+        reason = f"{what}: {reason}"
+    return exception(code, reason)
 
 
 def nodes_by_id(brokers: list[dict[str, Any]]) -> dict[int, Node]:

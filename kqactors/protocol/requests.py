@@ -315,6 +315,8 @@ def _only_from(field: str, low: int, high: int = 0x7FFF) -> Callable[[int, dict[
 
 
 def _prepare_metadata(version: int, args: dict[str, Any]) -> dict[str, Any]:
+    """Flags a version lacks are not sent (below v4 the broker's own auto-creation setting decides)."""
+    args = _only_from("allow_auto_topic_creation", 4)(version, args)
     args = _only_from("include_cluster_authorized_operations", 8, 10)(version, args)
     return _only_from("include_topic_authorized_operations", 8)(version, args)
 
@@ -326,7 +328,7 @@ ADMIN_KINDS: dict[str, tuple[str, int, int, Callable[[int, dict[str, Any]], dict
     "admin:DeleteTopics": ("DeleteTopics", 0, 6, _prepare_delete_topics),
     "admin:CreatePartitions": ("CreatePartitions", 0, 3, None),
     "admin:DeleteRecords": ("DeleteRecords", 0, 2, None),
-    "admin:DescribeConfigs": ("DescribeConfigs", 0, 4, None),
+    "admin:DescribeConfigs": ("DescribeConfigs", 0, 4, _only_from("include_synonyms", 1)),
     "admin:AlterConfigs": ("AlterConfigs", 0, 2, None),
     "admin:IncrementalAlterConfigs": ("IncrementalAlterConfigs", 0, 1, None),
     "admin:CreateAcls": ("CreateAcls", 0, 3, None),

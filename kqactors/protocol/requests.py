@@ -314,6 +314,13 @@ def _only_from(field: str, low: int, high: int = 0x7FFF) -> Callable[[int, dict[
     return prepare
 
 
+def _prepare_offset_fetch(version: int, args: dict[str, Any]) -> dict[str, Any]:
+    """args: {group_id, topics (None: all), require_stable}; v8+ asks for a batch of groups (here: that one)."""
+    if version >= 8:
+        args["groups"] = [{"group_id": args.pop("group_id"), "topics": args.pop("topics", None)}]
+    return _only_from("require_stable", 7)(version, args)
+
+
 def _prepare_metadata(version: int, args: dict[str, Any]) -> dict[str, Any]:
     """Flags a version lacks are not sent (below v4 the broker's own auto-creation setting decides)."""
     args = _only_from("allow_auto_topic_creation", 4)(version, args)
@@ -339,8 +346,7 @@ ADMIN_KINDS: dict[str, tuple[str, int, int, Callable[[int, dict[str, Any]], dict
     "admin:DescribeGroups": ("DescribeGroups", 0, 5, _only_from("include_authorized_operations", 3)),
     "admin:ConsumerGroupDescribe": ("ConsumerGroupDescribe", 0, 0, None),
     "admin:DeleteGroups": ("DeleteGroups", 0, 2, None),
-    # v8+ batch groups in another shape; one group per request needs no more
-    "admin:OffsetFetch": ("OffsetFetch", 1, 7, _only_from("require_stable", 7)),
+    "admin:OffsetFetch": ("OffsetFetch", 1, 9, _prepare_offset_fetch),
     "admin:OffsetCommit": ("OffsetCommit", 2, 9, None),
     "admin:DescribeUserScramCredentials": ("DescribeUserScramCredentials", 0, 0, None),
     "admin:AlterUserScramCredentials": ("AlterUserScramCredentials", 0, 0, None),

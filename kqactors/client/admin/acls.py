@@ -117,7 +117,7 @@ class AclsMixin(AdminBase):
 
         self._submit(aops.CREATEACLS, [aops.call(["controller"], "admin:CreateAcls", {"creations": creations})],
                      options, complete, futures.values())
-        return futures
+        return dict(futures)
 
     def describe_acls(self, acl_binding_filter: AclBindingFilter, **kwargs: Any) -> concurrent.futures.Future:
         """The ACL bindings matching a filter. Options: ``request_timeout``. Returns a future of a list of
@@ -178,7 +178,7 @@ class AclsMixin(AdminBase):
 
         self._submit(aops.DELETEACLS, [aops.call(["controller"], "admin:DeleteAcls", {"filters": wire})], options,
                      complete, futures.values())
-        return futures
+        return dict(futures)
 
     # ---- SCRAM credentials -------------------------------------------------------------------------------
     def describe_user_scram_credentials(self, users: list[str] | None = None, **kwargs: Any
@@ -203,11 +203,11 @@ class AclsMixin(AdminBase):
         waiting = [single] if single is not None else list(futures.values())
         if users is not None:
             if not users:
-                return futures
+                return dict(futures)
             if len(set(users)) != len(users):
                 self._fail(waiting, res.exception(KafkaError._INVALID_ARG,
                                                   "Duplicate users aren't allowed in the same request"))
-                return futures
+                return dict(futures)
         args = {"users": None if users is None else [{"name": u} for u in users]}
 
         def complete(outcomes: list[Outcome]) -> None:
@@ -242,7 +242,7 @@ class AclsMixin(AdminBase):
         self._submit(aops.DESCRIBEUSERSCRAMCREDENTIALS,
                      [aops.call(["controller"], "admin:DescribeUserScramCredentials", args)], options, complete,
                      waiting)
-        return single if single is not None else futures
+        return single if single is not None else dict(futures)
 
     def alter_user_scram_credentials(self, alterations: list[UserScramCredentialAlteration], **kwargs: Any
                                      ) -> dict[str, concurrent.futures.Future]:
@@ -273,7 +273,7 @@ class AclsMixin(AdminBase):
                 deletions.append({"name": alteration.user, "mechanism": mechanism})
         if problem is not None:
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, problem))
-            return futures
+            return dict(futures)
 
         def complete(outcomes: list[Outcome]) -> None:
             failure = res.outcome_exception(outcomes[0], "AlterUserScramCredentials")
@@ -293,7 +293,7 @@ class AclsMixin(AdminBase):
                      [aops.call(["controller"], "admin:AlterUserScramCredentials",
                                 {"upsertions": upsertions, "deletions": deletions})], options, complete,
                      futures.values())
-        return futures
+        return dict(futures)
 
     @staticmethod
     def _check_alterations(alterations: Any) -> None:

@@ -82,7 +82,8 @@ class AdminBase:
     def _futures(keys: Iterable[Any], check: type | tuple[type, ...] | None = None,
                  error: type[Exception] = ValueError, what: str = "") -> dict[Any, concurrent.futures.Future]:
         """One running future per key (duplicates share one, as confluent-kafka's dict does); a key that is
-        not a ``check`` instance raises ``error`` ("Expected list of <what>")."""
+        not a ``check`` instance raises ``error`` ("Expected list of <what>"). Methods return a copy of the
+        dict: the caller may change theirs, the completion sets the futures of this one."""
         futures: dict[Any, concurrent.futures.Future] = {}
         for key in keys:
             if check is not None and not isinstance(key, check):

@@ -128,7 +128,7 @@ class ConfigsMixin(AdminBase):
             entries.append({"resource_type": restype, "resource_name": name, "configuration_keys": None})
         self._config_call(aops.DESCRIBECONFIGS, "admin:DescribeConfigs", resources, options,
                           {"include_synonyms": True}, entries, "results", futures, describe=True)
-        return futures
+        return dict(futures)
 
     def alter_configs(self, resources: list[ConfigResource], **kwargs: Any
                       ) -> dict[ConfigResource, concurrent.futures.Future]:
@@ -152,7 +152,7 @@ class ConfigsMixin(AdminBase):
                             "configs": [{"name": str(k), "value": str(v)} for k, v in settings.items()]})
         self._config_call(aops.ALTERCONFIGS, "admin:AlterConfigs", resources, options,
                           {"validate_only": options.validate_only}, entries, "responses", futures, describe=False)
-        return futures
+        return dict(futures)
 
     def incremental_alter_configs(self, resources: list[ConfigResource], **kwargs: Any
                                   ) -> dict[ConfigResource, concurrent.futures.Future]:
@@ -179,11 +179,11 @@ class ConfigsMixin(AdminBase):
                        else "Duplicate ConfigResource found" if key in seen else None)
             if problem is not None:
                 self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, problem))
-                return futures
+                return dict(futures)
             seen.add(key)
         self._config_call(aops.INCREMENTALALTERCONFIGS, "admin:IncrementalAlterConfigs", resources, options,
                           {"validate_only": options.validate_only}, entries, "responses", futures, describe=False)
-        return futures
+        return dict(futures)
 
     @staticmethod
     def _changes(changes: list[Any]) -> list[dict[str, Any]]:

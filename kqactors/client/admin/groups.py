@@ -248,7 +248,7 @@ class GroupsMixin(AdminBase):
         self._check_open()
         if len(set(names)) != len(names):
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, "Duplicate groups not allowed"))
-            return futures
+            return dict(futures)
         include = options.include_authorized_operations
         by_name = dict(zip(names, futures.values(), strict=True))
 
@@ -293,7 +293,7 @@ class GroupsMixin(AdminBase):
         calls = [aops.call(["coordinator", name], "admin:ConsumerGroupDescribe",
                            {"group_ids": [name], "include_authorized_operations": include}) for name in names]
         self._submit(aops.DESCRIBECONSUMERGROUPS, calls, options, described, futures.values())
-        return futures
+        return dict(futures)
 
     @staticmethod
     def _settle(future: concurrent.futures.Future, value: Any) -> None:
@@ -311,7 +311,7 @@ class GroupsMixin(AdminBase):
         self._check_open()
         if len(set(groups)) != len(groups):
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, "Duplicate groups not allowed"))
-            return futures
+            return dict(futures)
         calls = [aops.call(["coordinator", g], "admin:DeleteGroups", {"groups_names": [g]}) for g in groups]
 
         def complete(outcomes: list[Outcome]) -> None:
@@ -327,7 +327,7 @@ class GroupsMixin(AdminBase):
                     futures[group].set_result(None)
 
         self._submit(aops.DELETEGROUPS, calls, options, complete, futures.values())
-        return futures
+        return dict(futures)
 
     def list_consumer_group_offsets(self, list_consumer_group_offsets_request: list[ConsumerGroupTopicPartitions],
                                     **kwargs: Any) -> dict[str, concurrent.futures.Future]:
@@ -343,7 +343,7 @@ class GroupsMixin(AdminBase):
         partitions = entry.topic_partitions
         if partitions is not None and len({(tp.topic, tp.partition) for tp in partitions}) != len(partitions):
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, "Duplicate partitions not allowed"))
-            return futures
+            return dict(futures)
         topics = None if partitions is None else [
             {"name": topic, "partition_indexes": [tp.partition for tp in tps]}
             for topic, tps in _by_topic(partitions).items()]
@@ -353,6 +353,8 @@ class GroupsMixin(AdminBase):
         def complete(outcomes: list[Outcome]) -> None:
             failure = res.outcome_exception(outcomes[0], "")
             result = outcomes[0].get("result") or {}
+            if result.get("groups"):  # v8+: the one group asked for
+                result = result["groups"][0]
             if failure is None and int(result.get("error_code") or 0):
                 failure = res.exception(int(result["error_code"]))
             if failure is not None:
@@ -365,7 +367,7 @@ class GroupsMixin(AdminBase):
         self._submit(aops.LISTCONSUMERGROUPOFFSETS,
                      [aops.call(["coordinator", entry.group_id], "admin:OffsetFetch", args)], options, complete,
                      futures.values())
-        return futures
+        return dict(futures)
 
     def alter_consumer_group_offsets(self, alter_consumer_group_offsets_request: list[ConsumerGroupTopicPartitions],
                                      **kwargs: Any) -> dict[str, concurrent.futures.Future]:
@@ -381,7 +383,7 @@ class GroupsMixin(AdminBase):
         partitions = entry.topic_partitions
         if len({(tp.topic, tp.partition) for tp in partitions}) != len(partitions):
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, "Duplicate partitions not allowed"))
-            return futures
+            return dict(futures)
         topics = [{"name": topic, "partitions": [
             {"partition_index": tp.partition, "committed_offset": tp.offset, "committed_metadata": tp.metadata,
              "committed_leader_epoch": tp.leader_epoch if tp.leader_epoch is not None else -1} for tp in tps]}
@@ -406,7 +408,7 @@ class GroupsMixin(AdminBase):
         self._submit(aops.ALTERCONSUMERGROUPOFFSETS,
                      [aops.call(["coordinator", entry.group_id], "admin:OffsetCommit", args)], options, complete,
                      futures.values())
-        return futures
+        return dict(futures)
 
     # ---- the legacy list_groups() -------------------------------------------------------------------------
     def list_groups(self, group: str | None = None, timeout: float = -1) -> list[GroupMetadata]:

@@ -140,7 +140,7 @@ class TopicsMixin(AdminBase):
 
         self._submit(aops.CREATETOPICS, [aops.call(["controller"], "admin:CreateTopics", args)], options, complete,
                      futures.values())
-        return futures
+        return dict(futures)
 
     def delete_topics(self, topics: list[str], **kwargs: Any) -> dict[str, concurrent.futures.Future]:
         """Delete topics. Options: ``operation_timeout``, ``request_timeout``. Returns {topic: future} whose
@@ -167,7 +167,7 @@ class TopicsMixin(AdminBase):
 
         self._submit(aops.DELETETOPICS, [aops.call(["controller"], "admin:DeleteTopics", args)], options, complete,
                      futures.values())
-        return futures
+        return dict(futures)
 
     def create_partitions(self, new_partitions: list[NewPartitions], **kwargs: Any
                           ) -> dict[str, concurrent.futures.Future]:
@@ -194,7 +194,7 @@ class TopicsMixin(AdminBase):
 
         self._submit(aops.CREATEPARTITIONS, [aops.call(["controller"], "admin:CreatePartitions", args)], options,
                      complete, futures.values())
-        return futures
+        return dict(futures)
 
     # ---- metadata ----------------------------------------------------------------------------------------
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
@@ -226,10 +226,10 @@ class TopicsMixin(AdminBase):
                 raise ValueError(f"Empty topic name at index {index} isn't allowed")
         self._check_open()
         if not names:
-            return futures
+            return dict(futures)
         if len(set(names)) != len(names):
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, "Duplicate topics not allowed"))
-            return futures
+            return dict(futures)
         args = {"topics": [{"name": name} for name in names], "allow_auto_topic_creation": False,
                 "include_topic_authorized_operations": options.include_authorized_operations}
 
@@ -258,7 +258,7 @@ class TopicsMixin(AdminBase):
 
         self._submit(aops.DESCRIBETOPICS, [aops.call(["controller"], "admin:Metadata", args)], options, complete,
                      futures.values())
-        return futures
+        return dict(futures)
 
     def describe_cluster(self, **kwargs: Any) -> concurrent.futures.Future:
         """Describe the cluster: its id, controller and nodes. Options: ``include_authorized_operations``,
@@ -303,10 +303,10 @@ class TopicsMixin(AdminBase):
         options = self._options(kwargs, _TIMEOUTS)
         self._check_open()
         if not request:
-            return futures
+            return dict(futures)
         if len({(tp.topic, tp.partition) for tp in request}) != len(request):
             self._fail(futures.values(), res.exception(KafkaError._INVALID_ARG, "Duplicate partitions not allowed"))
-            return futures
+            return dict(futures)
         rows = [[tp.topic, tp.partition, tp.offset] for tp in request]
         common = {"timeout_ms": max(options.operation_timeout_ms, 0)}
 
@@ -317,7 +317,7 @@ class TopicsMixin(AdminBase):
 
         self._submit(aops.DELETERECORDS, [aops.call(["leaders"], "admin:DeleteRecords", common, rows)], options,
                      complete, futures.values())
-        return futures
+        return dict(futures)
 
     def list_offsets(self, topic_partition_offsets: dict[TopicPartition, OffsetSpec], **kwargs: Any
                      ) -> dict[TopicPartition, concurrent.futures.Future]:
@@ -359,9 +359,9 @@ class TopicsMixin(AdminBase):
             if tp.offset < OFFSET_SPEC_MAX_TIMESTAMP:
                 self._fail(futures.values(), res.exception(
                     KafkaError._INVALID_ARG, f"Partition {index} has an invalid offset {tp.offset}"))
-                return futures
+                return dict(futures)
         if not asked:
-            return futures
+            return dict(futures)
         rows = [[tp.topic, tp.partition, tp.offset] for tp in asked]
 
         def complete(outcomes: list[Outcome]) -> None:
@@ -371,7 +371,7 @@ class TopicsMixin(AdminBase):
         self._submit(aops.LISTOFFSETS, [aops.call(["leaders"], "ListOffsets",
                                                   {"isolation_level": options.isolation_level}, rows)],
                      options, complete, futures.values())
-        return futures
+        return dict(futures)
 
     def _set_rows(self, futures: dict[TopicPartition, concurrent.futures.Future], outcome: Outcome, what: str,
                   value: Callable[[list[Any]], Any]) -> None:

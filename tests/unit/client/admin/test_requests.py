@@ -409,7 +409,9 @@ def test_list_consumer_group_offsets(planner: Planner) -> None:
     futures = planner.client.list_consumer_group_offsets(request, require_stable=True)
     _op, calls, _options, complete = planner.last()
     for version, fetch in encoded("admin:OffsetFetch", calls[0]["args"]).items():
-        assert fetch.group_id == "g" and [(t.name, t.partition_indexes) for t in fetch.topics] == [("a", [0, 1])]
+        group, topics = (fetch.groups[0].group_id, fetch.groups[0].topics) if version >= 8 else \
+            (fetch.group_id, fetch.topics)
+        assert group == "g" and [(t.name, t.partition_indexes) for t in topics] == [("a", [0, 1])]
         assert fetch.require_stable is (version >= 7)
     complete([answer("admin:OffsetFetch", 7, error_code=0, topics=[{"name": "a", "partitions": [
         {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": 2, "metadata": "m", "error_code": 0},
@@ -421,9 +423,15 @@ def test_list_consumer_group_offsets(planner: Planner) -> None:
     assert (first.offset, first.leader_epoch, first.metadata, first.error) == (5, 2, "m", None)
     assert second.offset == ka.OFFSET_INVALID and second.leader_epoch is None
     everything = planner.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions("g")])
-    assert encoded("admin:OffsetFetch", planner.last()[1][0]["args"], low=2)[7].topics is None  # v1: no "all"
+    every = encoded("admin:OffsetFetch", planner.last()[1][0]["args"], low=2)  # v1: no "all"
+    assert every[7].topics is None and every[9].groups[0].topics is None
     planner.last()[3]([answer("admin:OffsetFetch", 7, error_code=16)])
     assert error_code(everything["g"]) == KafkaError.NOT_COORDINATOR
+    batched = planner.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions("g")])
+    planner.last()[3]([answer("admin:OffsetFetch", 9, groups=[{"group_id": "g", "error_code": 0, "topics": [
+        {"name": "a", "partitions": [{"partition_index": 3, "committed_offset": 8, "committed_leader_epoch": -1,
+                                      "metadata": None, "error_code": 0}]}]}])])
+    assert [(tp.topic, tp.partition, tp.offset) for tp in batched["g"].result(0).topic_partitions] == [("a", 3, 8)]
 
 
 def test_alter_consumer_group_offsets(planner: Planner) -> None:

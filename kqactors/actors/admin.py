@@ -117,7 +117,7 @@ class _Call:
         self.kind = kind
         self.args = args
         self.finish = finish  # finish(error_code, reason, result, broker_id), called once
-        self.attempts = 0
+        self.attempts = 0  # retries so far (the backoff doubles with each)
         self.finished = False
         self.lost = 0  # connections lost under this call in a row
 
@@ -256,7 +256,6 @@ class AdminMainActor(MainActor):
             self._retry(call)
 
     def _transmit(self, call: _Call, node: int) -> None:
-        call.attempts += 1
         call.job.waiting[call.slot] = f"{call.kind.split(':')[-1]} response from broker {node}"
         remaining = max(1, self._remaining_ms(call.job))
         payload = {"kind": call.kind, "args": call.args, "timeout_ms": remaining}

@@ -225,3 +225,40 @@ def test_poll_serves_error_cb() -> None:
         assert errors[0].code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
     finally:
         client.__exit__(None, None, None)
+
+
+_APP = """
+import json, sys, time
+import kqactors.admin as ka
+from kqactors import TopicCollection, TopicPartition, ConsumerGroupTopicPartitions
+
+bootstrap, topic = sys.argv[1], sys.argv[2]
+stats = []
+admin = ka.AdminClient({"bootstrap.servers": bootstrap, "statistics.interval.ms": 100, "stats_cb": stats.append})
+admin.create_topics([ka.NewTopic(topic, 1, 1)])[topic].result(15)
+admin.describe_topics(TopicCollection([topic]))[topic].result(15)
+admin.list_offsets({TopicPartition(topic, 0): ka.OffsetSpec.latest()}).popitem()[1].result(15)
+admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("g-" + topic, [TopicPartition(topic, 0, 0)])])
+deadline = time.monotonic() + 10
+while not stats and time.monotonic() < deadline:
+    admin.poll(0.2)
+print(json.dumps({"actor_modules": sorted(n for n in sys.modules if n.startswith("kqactors.actors")),
+                  "stats": json.loads(stats[0]) if stats else None}))
+# no close: the client is closed when the interpreter exits
+"""
+
+
+def test_an_admin_app_loads_no_actor_code_and_gets_statistics(tansu, unique_topic) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _APP, tansu.bootstrap, unique_topic], capture_output=True,
+                         text=True, timeout=90, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["actor_modules"] == []
+    stats = found["stats"]
+    assert stats is not None and stats["type"] == "producer" and stats["name"].endswith("#producer-1")
+    assert stats["brokers"]

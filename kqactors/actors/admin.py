@@ -249,6 +249,8 @@ class AdminMainActor(MainActor):
         self._transmit(call, node)
 
     def _send_known(self, call: _Call, node: int, what: str) -> None:
+        if call.finished or call.job.done:
+            return
         if node >= 0 and node in self.brokers:
             self._transmit(call, node)
         else:
@@ -401,20 +403,24 @@ class AdminMainActor(MainActor):
 
     def _to_leaders(self, job: _Job, kind: str, common: dict[str, Any], rows: list[list[Any]],
                     finish: Callable[..., None], slot: int) -> None:
-        """Each row to its partition's leader, one request per leader; rows whose leader moved (or was not
-        reachable) go again with fresh metadata until they succeed, fail for good or the deadline is near."""
+        """Each row to its partition's leader, one request per leader; rows whose leader moved go again with
+        fresh metadata until they succeed, fail for good or the deadline is near (a row whose leader could not
+        be reached goes again once)."""
         order = [(topic, partition) for topic, partition, _value in rows]
         values = {(topic, partition): value for topic, partition, value in rows}
         topics = sorted(values and {topic for topic, _partition in values})
         answers: dict[tuple[str, int], list[Any]] = {}
         pending: set[tuple[str, int]] = set(order)
+        rerouted: set[tuple[str, int]] = set()  # rows whose leader's connection failed, sent again once
 
         def complete() -> None:
             finish(0, "", {"rows": [[t, p, *answers.get((t, p), [KafkaError._TIMED_OUT])] for t, p in order]}, -1)
 
         def answer(key: tuple[str, int], found: list[Any]) -> None:
             answers[key] = found
-            if found[0] not in _LEADER_MOVED:
+            if found[0] in _TRANSIENT and key not in rerouted:
+                rerouted.add(key)  # the leader may have died: ask the metadata where the partition went
+            elif found[0] not in _LEADER_MOVED:
                 pending.discard(key)
 
         def route() -> None:

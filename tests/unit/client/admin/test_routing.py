@@ -235,3 +235,15 @@ def test_a_request_without_calls_is_answered_at_once() -> None:
     actor, ctx = started()
     submit(actor, ctx, aops.DELETERECORDS)
     assert result_of(ctx) == []
+
+
+def test_rows_whose_leader_is_unreachable_are_routed_again_once() -> None:
+    actor, ctx = started()
+    submit(actor, ctx, aops.LISTOFFSETS, aops.call(["leaders"], "ListOffsets", {"isolation_level": 0}, [["t", 0, -1]]))
+    ctx.answer("Metadata", metadata(leaders={0: 1}))
+    for _ in range(3):  # the leader's connection fails, and fails again when asked again
+        ctx.answer("ListOffsets", error=KafkaError._TRANSPORT, to="broker/1")
+        ctx.fire("ADMIN_RETRY", actor)
+    ctx.answer("Metadata", metadata(leaders={0: 2}))  # it died: the partition moved
+    ctx.answer("ListOffsets", {"partitions": [["t", 0, 0, 42, -1, 3]]}, to="broker/2")
+    assert result_of(ctx)[0]["result"]["rows"] == [["t", 0, 0, 42, -1, 3]]

@@ -130,4 +130,7 @@ def test_calls_the_mock_cannot_serve(admin) -> None:
     assert described.exception(10).args[0].code() == KafkaError._UNSUPPORTED_FEATURE
     listed = admin.list_consumer_groups().result(10)
     assert listed.valid == [] and [e.code() for e in listed.errors] == [KafkaError._UNSUPPORTED_FEATURE] * 3
+    with pytest.warns(DeprecationWarning), pytest.raises(ka.KafkaException) as info:
+        admin.list_groups(timeout=5)
+    assert info.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE
     assert time.monotonic() - started < 8

@@ -159,6 +159,9 @@ def test_group_offsets_and_groups(admin, peer, unique_topic) -> None:
     with pytest.warns(DeprecationWarning):
         legacy = admin.list_groups(group, timeout=10)
     assert [g.id for g in legacy] == [group] and legacy[0].broker.id == ours.coordinator.id
+    assert legacy[0].protocol_type == "" and legacy[0].error is None
+    with pytest.warns(DeprecationWarning):
+        assert admin.list_groups(group + "-none", timeout=10) == []
 
     assert admin.delete_consumer_groups([group])[group].result(15) is None
     wait_until(lambda: group not in {g.group_id for g in admin.list_consumer_groups().result(15).valid}, 10,

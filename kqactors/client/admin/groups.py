@@ -425,8 +425,12 @@ class GroupsMixin(AdminBase):
         if listed.get("error_code"):
             raise res.exception(int(listed["error_code"]), f"Failed to list groups: {listed.get('reason')}")
         wanted: dict[int, list[str]] = {}
-        for node, code, _reason, result in listed.get("result") or ():
-            if code or result is None:
+        failures = []
+        for node, code, reason, result in listed.get("result") or ():
+            if not code and result is not None and int(result.get("error_code") or 0):
+                code, reason = int(result["error_code"]), ""
+            if code:
+                failures.append((code, reason))
                 continue
             names = [g["group_id"] for g in result.get("groups") or () if group is None or g["group_id"] == group]
             if names:
@@ -452,9 +456,9 @@ class GroupsMixin(AdminBase):
                     member.metadata, member.assignment = bytes(m["member_metadata"]), bytes(m["member_assignment"])
                     meta.members.append(member)
                 out.append(meta)
-        if group is not None and not out:
-            raise res.exception(KafkaError._TIMED_OUT if time.monotonic() >= deadline else KafkaError.GROUP_ID_NOT_FOUND,
-                                f"Failed to list groups: group {group} not found")
+        if failures and not out:  # librdkafka reports a broker's error when nothing was found
+            code, reason = failures[0]
+            raise res.exception(code, f"Failed to list groups: {reason or KafkaError(code).str()}")
         return out
 
     def _blocking(self, op_type: str, calls: list[dict[str, Any]], deadline: float) -> list[Outcome]:

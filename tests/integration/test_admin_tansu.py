@@ -171,7 +171,9 @@ def test_group_offsets_and_groups(admin, peer, unique_topic) -> None:
 def test_describe_an_active_group(admin, peer, tansu, unique_topic) -> None:
     group = unique_topic + "-live"
     admin.create_topics([ka.NewTopic(unique_topic, 2, 1)])[unique_topic].result(15)
-    consumer = ck.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": group, "client.id": "describe-me"})
+    # Tansu waits about half the session timeout for a join: a short one keeps the test short
+    consumer = ck.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": group, "client.id": "describe-me",
+                            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     try:
         consumer.subscribe([unique_topic])
         wait_until(lambda: consumer.assignment(), 30, "an assignment", sleep=lambda s: consumer.poll(0.2))

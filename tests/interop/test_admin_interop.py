@@ -56,7 +56,8 @@ def test_group_offsets_between_the_admin_and_a_confluent_consumer(admins, tansu,
     ours.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [
         TopicPartition(unique_topic, 0, 6), TopicPartition(unique_topic, 1, 8)])])[group].result(15)
     consumer = ck.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": group, "enable.auto.commit": False,
-                            "auto.offset.reset": "earliest"})
+                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                            "heartbeat.interval.ms": 500})  # Tansu waits about half of it for a join
     try:
         consumer.subscribe([unique_topic])
         got = drain(consumer, 6, timeout=30)

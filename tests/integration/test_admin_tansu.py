@@ -7,6 +7,9 @@ What Tansu lacks, and where those methods are tested instead:
 - DeleteRecords: offered, but its memory store panics ("not yet implemented") and drops the connection:
   delete_records is tested in test_requests.py (and fails here with _TRANSPORT, as confluent-kafka's does).
 - ListOffsets for OffsetSpec.max_timestamp(): drops the connection (tested on the mock cluster).
+- ListGroups: ignores the state and type filters and reports no state (the filters' encoding is tested in
+  test_requests.py); ConsumerGroupDescribe: answers for a classic group, without its members (so the
+  DescribeGroups fallback and member assignments are tested in test_requests.py); no KIP-848 groups.
 - validate_only: creates the topic anyway; DeleteGroups: deletes a group with members (no NON_EMPTY_GROUP); CreateAcls: answers no result (confluent-kafka asserts and aborts the
   process on it; kqactors fails the futures with _BAD_MSG); DescribeAcls and DescribeUserScramCredentials: answer
   nothing stored, so ACL and SCRAM round trips are tested in test_requests.py.

@@ -399,6 +399,123 @@ def _transaction_kinds() -> list[RequestKind]:
         _kind("txn:EndTxn", "EndTxn", 0, 4, _encode_txn_end, _decode_txn_end),
     ]
 
+# ---- admin ----------------------------------------------------------------------------------------------------
+# The AdminClient's kinds ("admin:<Api>"). Their args are the request's own fields as plain nested dicts (the
+# generated class's field names; a struct list is a list of dicts), so an app-side builder writes them once and
+# any actor can send them; the result is the whole response as plain nested dicts plus "_version", the
+# negotiated version (the app reads version-dependent fields with it). A kind whose fields moved between
+# versions has a ``_prepare(version, args)`` that rewrites the args for the version the connection picked.
+# Version ranges: what the client decodes and encodes; the broker's range picks the version.
+
+def _struct_from(cls: Any, data: dict[str, Any]) -> Any:
+    """An instance of generated class ``cls`` from its plain-dict form (unknown field names: ValueError)."""
+    schema = {field.name: field for field in cls._SCHEMA}
+    unknown = set(data) - set(schema)
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    fields = {}
+    for name, value in data.items():
+        struct = schema[name].struct
+        if struct is not None and value is not None:
+            value = ([_struct_from(struct, item) for item in value] if schema[name].type.startswith("[]")
+                     else _struct_from(struct, value))
+        fields[name] = value
+    return cls(**fields)
+
+
+def _admin_codec(api: str, prepare: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
+                 ) -> tuple[Callable[[int, dict[str, Any], list[Any]], list[Any]], Callable[[int, bytes], Any]]:
+    """encode/decode of ``api``; its generated module is imported on first use (most clients send no admin kind)."""
+    def classes() -> tuple[Any, Any]:
+        module = importlib.import_module(f"kqactors.protocol.generated.{API_TABLE[API_KEYS[api]][1]}")
+        return getattr(module, f"{api}Request"), getattr(module, f"{api}Response")
+
+    def encode(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+        fields = prepare(version, dict(args)) if prepare is not None else args
+        return [_struct_from(classes()[0], fields).encode(version)]
+
+    def decode(version: int, body: bytes) -> dict[str, Any]:
+        result = classes()[1].decode(body, version).to_dict()
+        result["_version"] = version
+        return result
+
+    return encode, decode
+
+
+def _prepare_delete_topics(version: int, args: dict[str, Any]) -> dict[str, Any]:
+    """args: {topic_names, timeout_ms}; v6+ names topics in ``topics`` structs (name, zero topic id)."""
+    if version >= 6:
+        args["topics"] = [{"name": name} for name in args.pop("topic_names", ())]
+    return args
+
+
+def _prepare_find_coordinator(version: int, args: dict[str, Any]) -> dict[str, Any]:
+    """args: {key, key_type}; v4+ asks for a batch of keys (here: that one)."""
+    if version >= 4:
+        args["coordinator_keys"] = [args.pop("key")]
+    elif version == 0:
+        args.pop("key_type", None)
+    return args
+
+
+def _only_from(field: str, low: int, high: int = 0x7FFF) -> Callable[[int, dict[str, Any]], dict[str, Any]]:
+    """Drop an optional flag outside the versions that carry it (e.g. include_authorized_operations)."""
+    def prepare(version: int, args: dict[str, Any]) -> dict[str, Any]:
+        if not low <= version <= high:
+            args.pop(field, None)
+        return args
+
+    return prepare
+
+
+def _prepare_offset_fetch(version: int, args: dict[str, Any]) -> dict[str, Any]:
+    """args: {group_id, topics (None: all), require_stable}; v8+ asks for a batch of groups (here: that one)."""
+    if version >= 8:
+        args["groups"] = [{"group_id": args.pop("group_id"), "topics": args.pop("topics", None)}]
+    return _only_from("require_stable", 7)(version, args)
+
+
+def _prepare_metadata(version: int, args: dict[str, Any]) -> dict[str, Any]:
+    """Flags a version lacks are not sent (below v4 the broker's own auto-creation setting decides)."""
+    args = _only_from("allow_auto_topic_creation", 4)(version, args)
+    args = _only_from("include_cluster_authorized_operations", 8, 10)(version, args)
+    return _only_from("include_topic_authorized_operations", 8)(version, args)
+
+
+ADMIN_KINDS: dict[str, tuple[str, int, int, Callable[[int, dict[str, Any]], dict[str, Any]] | None]] = {
+    # kind name: (API, min version, max version, prepare)
+    "admin:Metadata": ("Metadata", 1, 12, _prepare_metadata),
+    "admin:CreateTopics": ("CreateTopics", 0, 7, None),
+    "admin:DeleteTopics": ("DeleteTopics", 0, 6, _prepare_delete_topics),
+    "admin:CreatePartitions": ("CreatePartitions", 0, 3, None),
+    "admin:DeleteRecords": ("DeleteRecords", 0, 2, None),
+    "admin:DescribeConfigs": ("DescribeConfigs", 0, 4, _only_from("include_synonyms", 1)),
+    "admin:AlterConfigs": ("AlterConfigs", 0, 2, None),
+    "admin:IncrementalAlterConfigs": ("IncrementalAlterConfigs", 0, 1, None),
+    "admin:CreateAcls": ("CreateAcls", 0, 3, None),
+    "admin:DescribeAcls": ("DescribeAcls", 0, 3, None),
+    "admin:DeleteAcls": ("DeleteAcls", 0, 3, None),
+    "admin:FindCoordinator": ("FindCoordinator", 0, 4, _prepare_find_coordinator),
+    "admin:ListGroups": ("ListGroups", 0, 5, None),
+    "admin:DescribeGroups": ("DescribeGroups", 0, 5, _only_from("include_authorized_operations", 3)),
+    "admin:ConsumerGroupDescribe": ("ConsumerGroupDescribe", 0, 0, None),
+    "admin:DeleteGroups": ("DeleteGroups", 0, 2, None),
+    "admin:OffsetFetch": ("OffsetFetch", 1, 9, _prepare_offset_fetch),
+    "admin:OffsetCommit": ("OffsetCommit", 2, 9, None),
+    "admin:DescribeUserScramCredentials": ("DescribeUserScramCredentials", 0, 0, None),
+    "admin:AlterUserScramCredentials": ("AlterUserScramCredentials", 0, 0, None),
+    "admin:ElectLeaders": ("ElectLeaders", 0, 2, None),
+}
+"""The AdminClient's request kinds (ListOffsets is the shared ``ListOffsets`` kind above)."""
+
+
+def _admin_kinds() -> list[RequestKind]:
+    kinds = []
+    for name, (api, low, high, prepare) in ADMIN_KINDS.items():
+        encode, decode = _admin_codec(api, prepare)
+        kinds.append(_kind(name, api, low, high, encode, decode))
+    return kinds
+
 
 # ---- the table ----------------------------------------------------------------------------------------------
 
@@ -424,6 +541,8 @@ def _build_table() -> dict[str, RequestKind]:
     kinds += [_kind(name, api, low, high, _group_encoder(api), _decode_raw)
               for api, (name, low, high) in CONSUMER_PROTOCOL_KINDS.items()]
     kinds += _transaction_kinds()
+
+    kinds += _admin_kinds()
     return {kind.name: kind for kind in kinds}
 
 

@@ -17,10 +17,10 @@ from kqactors.protocol.codegen.spec import MessageSpec, default_specs_dir, load_
 APIS: tuple[str, ...] = (
     "ApiVersions", "Metadata", "Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch", "FindCoordinator",
     "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "OffsetDelete",
-    "DescribeGroups", "ListGroups", "DeleteGroups", "ConsumerGroupHeartbeat", "CreateTopics", "DeleteTopics",
+    "DescribeGroups", "ListGroups", "DeleteGroups", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "CreateTopics", "DeleteTopics",
     "CreatePartitions", "DeleteRecords", "DescribeConfigs", "AlterConfigs", "IncrementalAlterConfigs",
     "DescribeCluster", "CreateAcls", "DescribeAcls", "DeleteAcls", "DescribeUserScramCredentials",
-    "AlterUserScramCredentials", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+    "AlterUserScramCredentials", "ElectLeaders", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
     "TxnOffsetCommit", "SaslHandshake", "SaslAuthenticate",
 )
 # Non-API modules: module name → spec names.

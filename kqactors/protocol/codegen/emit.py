@@ -43,6 +43,9 @@ class ModuleEmitter:
 
     # -- public entry ---------------------------------------------------------------------------------
     def add_message(self, msg: MessageSpec) -> None:
+        # A response's null non-nullable array reads as empty, as librdkafka reads it: some brokers (Tansu)
+        # send null for an empty result list. Requests stay strict.
+        self.lenient_arrays = msg.message_type == "response"
         self.assign_class_names(msg)
         for struct in msg.structs:
             self.emit_class(struct, msg, top_level=False)
@@ -304,12 +307,21 @@ class ModuleEmitter:
                                         fn_names)
         for f in absent + tagged:
             body.append(f"o.{f.attr} = {self.default_expr(f)}")
+        # A response body may end without its last tagged-field section (Tansu omits it after a null array);
+        # librdkafka accepts that, so the root of a response reads a missing section as empty.
+        optional_tags = struct is msg.root and msg.message_type == "response"
         if not flexible:
             body.append("o._unknown_tags = None")
         elif not tagged:
-            body.append("o._unknown_tags, p = read_unknown_tags(b, p)")
+            if optional_tags:
+                body += ["if p < len(b):", f"{IND}o._unknown_tags, p = read_unknown_tags(b, p)", "else:",
+                         f"{IND}o._unknown_tags = None"]
+            else:
+                body.append("o._unknown_tags, p = read_unknown_tags(b, p)")
         else:
-            body += ["_u = None", "_nt, p = read_uvarint(b, p)", "for _ in range(_nt):",
+            read_count = "_nt, p = read_uvarint(b, p) if p < len(b) else (0, p)" if optional_tags \
+                else "_nt, p = read_uvarint(b, p)"
+            body += ["_u = None", read_count, "for _ in range(_nt):",
                      f"{IND}_tag, p = read_uvarint(b, p)", f"{IND}_size, p = read_uvarint(b, p)",
                      f"{IND}_end = p + _size",
                      f"{IND}if _end > len(b):", f"{IND * 2}raise TruncatedError('tagged field runs past the end')"]
@@ -346,6 +358,8 @@ class ModuleEmitter:
                 inner = [f"{target}, p = read_prim_array(b, p, _n, {key!r})"]
             if nullable:
                 return lines + ["if _n < 0:", f"{IND}{target} = None", "else:"] + [IND + x for x in inner]
+            if getattr(self, "lenient_arrays", False):
+                return lines + ["if _n < 0:", f"{IND}_n = 0"] + inner
             return lines + ["if _n < 0:", f"{IND}raise ValueError({f'non-nullable array {f.attr} is null'!r})"] + inner
         if f.struct is not None:
             fn = fn_names[("r" + f.struct.class_name, v)]

@@ -38,10 +38,12 @@ API_TABLE = {
     36: ('SaslAuthenticate', 'sasl_authenticate', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', (0, 2), 2),
     37: ('CreatePartitions', 'create_partitions', 'CreatePartitionsRequest', 'CreatePartitionsResponse', (0, 3), 2),
     42: ('DeleteGroups', 'delete_groups', 'DeleteGroupsRequest', 'DeleteGroupsResponse', (0, 2), 2),
+    43: ('ElectLeaders', 'elect_leaders', 'ElectLeadersRequest', 'ElectLeadersResponse', (0, 2), 2),
     44: ('IncrementalAlterConfigs', 'incremental_alter_configs', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', (0, 1), 1),
     47: ('OffsetDelete', 'offset_delete', 'OffsetDeleteRequest', 'OffsetDeleteResponse', (0, 0), None),
     50: ('DescribeUserScramCredentials', 'describe_user_scram_credentials', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', (0, 0), 0),
     51: ('AlterUserScramCredentials', 'alter_user_scram_credentials', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', (0, 0), 0),
     60: ('DescribeCluster', 'describe_cluster', 'DescribeClusterRequest', 'DescribeClusterResponse', (0, 1), 0),
     68: ('ConsumerGroupHeartbeat', 'consumer_group_heartbeat', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', (0, 1), 0),
+    69: ('ConsumerGroupDescribe', 'consumer_group_describe', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', (0, 0), 0),
 }

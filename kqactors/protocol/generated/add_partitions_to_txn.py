@@ -382,7 +382,7 @@ def _r_AddPartitionsToTxnTopicResult_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results_by_partition is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -413,7 +413,7 @@ def _r_AddPartitionsToTxnTopicResult_3(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results_by_partition is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -480,7 +480,7 @@ def _r_AddPartitionsToTxnResult_4(b, p):
     o.transactional_id, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topic_results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -508,7 +508,7 @@ def _r_AddPartitionsToTxnResponse_0(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results_by_topic_v3_and_below is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -544,7 +544,7 @@ def _r_AddPartitionsToTxnResponse_3(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results_by_topic_v3_and_below is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -554,7 +554,10 @@ def _r_AddPartitionsToTxnResponse_3(b, p):
     o.results_by_topic_v3_and_below = _l
     o.error_code = 0
     o.results_by_transaction = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -580,7 +583,7 @@ def _r_AddPartitionsToTxnResponse_4(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results_by_transaction is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -589,7 +592,10 @@ def _r_AddPartitionsToTxnResponse_4(b, p):
         _l.append(_e)
     o.results_by_transaction = _l
     o.results_by_topic_v3_and_below = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -285,7 +285,7 @@ def _r_AlterConfigsResponse_0(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -317,7 +317,7 @@ def _r_AlterConfigsResponse_2(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -325,7 +325,10 @@ def _r_AlterConfigsResponse_2(b, p):
         _e, p = _r_AlterConfigsResourceResponse_2(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

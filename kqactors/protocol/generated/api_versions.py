@@ -233,7 +233,7 @@ def _r_ApiVersionsResponse_0(b, p):
     p += 2
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array api_keys is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -265,7 +265,7 @@ def _r_ApiVersionsResponse_1(b, p):
     p += 2
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array api_keys is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -328,7 +328,7 @@ def _r_ApiVersionsResponse_3(b, p):
     p += 2
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array api_keys is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -343,7 +343,7 @@ def _r_ApiVersionsResponse_3(b, p):
     o.finalized_features = []
     o.zk_migration_ready = False
     _u = None
-    _nt, p = read_uvarint(b, p)
+    _nt, p = read_uvarint(b, p) if p < len(b) else (0, p)
     for _ in range(_nt):
         _tag, p = read_uvarint(b, p)
         _size, p = read_uvarint(b, p)
@@ -353,7 +353,7 @@ def _r_ApiVersionsResponse_3(b, p):
         if _tag == 0:
             _n, p = read_compact_array_len(b, p)
             if _n < 0:
-                raise ValueError('non-nullable array supported_features is null')
+                _n = 0
             if _n > len(b) - p:
                 raise TruncatedError('array count exceeds the remaining bytes')
             _l = []
@@ -367,7 +367,7 @@ def _r_ApiVersionsResponse_3(b, p):
         elif _tag == 2:
             _n, p = read_compact_array_len(b, p)
             if _n < 0:
-                raise ValueError('non-nullable array finalized_features is null')
+                _n = 0
             if _n > len(b) - p:
                 raise TruncatedError('array count exceeds the remaining bytes')
             _l = []

@@ -250,7 +250,7 @@ def _r_ConsumerGroupHeartbeatResponseTopicPartitions_0(b, p):
     o.topic_id, p = read_uuid(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     o.partitions, p = read_prim_array(b, p, _n, 'int32')
     o._unknown_tags, p = read_unknown_tags(b, p)
     return o, p
@@ -273,7 +273,7 @@ def _r_Assignment_0(b, p):
     o = _new(Assignment)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topic_partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -318,7 +318,10 @@ def _r_ConsumerGroupHeartbeatResponse_0(b, p):
         o.assignment = None
     else:
         o.assignment, p = _r_Assignment_0(b, p)
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

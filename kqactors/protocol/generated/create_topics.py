@@ -584,7 +584,7 @@ def _r_CreateTopicsResponse_0(b, p):
     o = _new(CreateTopicsResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -608,7 +608,7 @@ def _r_CreateTopicsResponse_1(b, p):
     o = _new(CreateTopicsResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -635,7 +635,7 @@ def _r_CreateTopicsResponse_2(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -667,7 +667,7 @@ def _r_CreateTopicsResponse_5(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -675,7 +675,10 @@ def _r_CreateTopicsResponse_5(b, p):
         _e, p = _r_CreatableTopicResult_5(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -699,7 +702,7 @@ def _r_CreateTopicsResponse_7(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -707,7 +710,10 @@ def _r_CreateTopicsResponse_7(b, p):
         _e, p = _r_CreatableTopicResult_7(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

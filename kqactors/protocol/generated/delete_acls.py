@@ -346,7 +346,7 @@ def _r_DeleteAclsFilterResult_0(b, p):
     o.error_message, p = read_nullable_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array matching_acls is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -374,7 +374,7 @@ def _r_DeleteAclsFilterResult_1(b, p):
     o.error_message, p = read_nullable_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array matching_acls is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -408,7 +408,7 @@ def _r_DeleteAclsFilterResult_2(b, p):
     o.error_message, p = read_compact_nullable_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array matching_acls is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -434,7 +434,7 @@ def _r_DeleteAclsResponse_0(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array filter_results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -460,7 +460,7 @@ def _r_DeleteAclsResponse_1(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array filter_results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -492,7 +492,7 @@ def _r_DeleteAclsResponse_2(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array filter_results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -500,7 +500,10 @@ def _r_DeleteAclsResponse_2(b, p):
         _e, p = _r_DeleteAclsFilterResult_2(b, p)
         _l.append(_e)
     o.filter_results = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

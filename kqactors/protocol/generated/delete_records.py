@@ -269,7 +269,7 @@ def _r_DeleteRecordsTopicResult_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -300,7 +300,7 @@ def _r_DeleteRecordsTopicResult_2(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -326,7 +326,7 @@ def _r_DeleteRecordsResponse_0(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -358,7 +358,7 @@ def _r_DeleteRecordsResponse_2(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -366,7 +366,10 @@ def _r_DeleteRecordsResponse_2(b, p):
         _e, p = _r_DeleteRecordsTopicResult_2(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -297,7 +297,7 @@ def _r_DeleteTopicsResponse_0(b, p):
     o = _new(DeleteTopicsResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -324,7 +324,7 @@ def _r_DeleteTopicsResponse_1(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -356,7 +356,7 @@ def _r_DeleteTopicsResponse_4(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -364,7 +364,10 @@ def _r_DeleteTopicsResponse_4(b, p):
         _e, p = _r_DeletableTopicResult_4(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -388,7 +391,7 @@ def _r_DeleteTopicsResponse_5(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -396,7 +399,10 @@ def _r_DeleteTopicsResponse_5(b, p):
         _e, p = _r_DeletableTopicResult_5(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -420,7 +426,7 @@ def _r_DeleteTopicsResponse_6(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -428,7 +434,10 @@ def _r_DeleteTopicsResponse_6(b, p):
         _e, p = _r_DeletableTopicResult_6(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -206,7 +206,7 @@ def _r_DescribeAclsResource_0(b, p):
     o.resource_name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array acls is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -238,7 +238,7 @@ def _r_DescribeAclsResource_1(b, p):
     p += 1
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array acls is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -275,7 +275,7 @@ def _r_DescribeAclsResource_2(b, p):
     p += 1
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array acls is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -303,7 +303,7 @@ def _r_DescribeAclsResponse_0(b, p):
     o.error_message, p = read_nullable_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array resources is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -331,7 +331,7 @@ def _r_DescribeAclsResponse_1(b, p):
     o.error_message, p = read_nullable_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array resources is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -365,7 +365,7 @@ def _r_DescribeAclsResponse_2(b, p):
     o.error_message, p = read_compact_nullable_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array resources is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -373,7 +373,10 @@ def _r_DescribeAclsResponse_2(b, p):
         _e, p = _r_DescribeAclsResource_2(b, p)
         _l.append(_e)
     o.resources = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -155,7 +155,7 @@ def _r_DescribeClusterResponse_0(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -166,7 +166,10 @@ def _r_DescribeClusterResponse_0(b, p):
     o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
     p += 4
     o.endpoint_type = 1
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -201,7 +204,7 @@ def _r_DescribeClusterResponse_1(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -211,7 +214,10 @@ def _r_DescribeClusterResponse_1(b, p):
     o.brokers = _l
     o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
     p += 4
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -366,7 +366,7 @@ def _r_DescribeConfigsResourceResult_1(b, p):
     p += 3
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array synonyms is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -403,7 +403,7 @@ def _r_DescribeConfigsResourceResult_3(b, p):
     p += 3
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array synonyms is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -447,7 +447,7 @@ def _r_DescribeConfigsResourceResult_4(b, p):
     p += 3
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array synonyms is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -484,7 +484,7 @@ def _r_DescribeConfigsResult_0(b, p):
     o.resource_name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array configs is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -517,7 +517,7 @@ def _r_DescribeConfigsResult_1(b, p):
     o.resource_name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array configs is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -550,7 +550,7 @@ def _r_DescribeConfigsResult_3(b, p):
     o.resource_name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array configs is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -589,7 +589,7 @@ def _r_DescribeConfigsResult_4(b, p):
     o.resource_name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array configs is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -615,7 +615,7 @@ def _r_DescribeConfigsResponse_0(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -641,7 +641,7 @@ def _r_DescribeConfigsResponse_1(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -667,7 +667,7 @@ def _r_DescribeConfigsResponse_3(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -699,7 +699,7 @@ def _r_DescribeConfigsResponse_4(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -707,7 +707,10 @@ def _r_DescribeConfigsResponse_4(b, p):
         _e, p = _r_DescribeConfigsResult_4(b, p)
         _l.append(_e)
     o.results = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

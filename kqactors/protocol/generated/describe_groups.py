@@ -225,7 +225,7 @@ def _r_DescribedGroup_0(b, p):
     o.protocol_data, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -261,7 +261,7 @@ def _r_DescribedGroup_3(b, p):
     o.protocol_data, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -298,7 +298,7 @@ def _r_DescribedGroup_4(b, p):
     o.protocol_data, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -341,7 +341,7 @@ def _r_DescribedGroup_5(b, p):
     o.protocol_data, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -366,7 +366,7 @@ def _r_DescribeGroupsResponse_0(b, p):
     o = _new(DescribeGroupsResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -393,7 +393,7 @@ def _r_DescribeGroupsResponse_1(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -419,7 +419,7 @@ def _r_DescribeGroupsResponse_3(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -445,7 +445,7 @@ def _r_DescribeGroupsResponse_4(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -477,7 +477,7 @@ def _r_DescribeGroupsResponse_5(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -485,7 +485,10 @@ def _r_DescribeGroupsResponse_5(b, p):
         _e, p = _r_DescribedGroup_5(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

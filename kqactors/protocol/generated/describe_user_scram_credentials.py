@@ -165,7 +165,7 @@ def _r_DescribeUserScramCredentialsResult_0(b, p):
     o.error_message, p = read_compact_nullable_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array credential_infos is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -199,7 +199,7 @@ def _r_DescribeUserScramCredentialsResponse_0(b, p):
     o.error_message, p = read_compact_nullable_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array results is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -207,7 +207,10 @@ def _r_DescribeUserScramCredentialsResponse_0(b, p):
         _e, p = _r_DescribeUserScramCredentialsResult_0(b, p)
         _l.append(_e)
     o.results = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -109,7 +109,10 @@ def _r_EndTxnResponse_3(b, p):
     p += 6
     o.producer_id = -1
     o.producer_epoch = -1
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -127,7 +130,10 @@ def _r_EndTxnResponse_5(b, p):
     o = _new(EndTxnResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, = _S_ihqh.unpack_from(b, p)
     p += 16
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -1660,7 +1660,7 @@ def _r_FetchableTopicResponse_0(b, p):
     o.topic, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1686,7 +1686,7 @@ def _r_FetchableTopicResponse_4(b, p):
     o.topic, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1712,7 +1712,7 @@ def _r_FetchableTopicResponse_5(b, p):
     o.topic, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1738,7 +1738,7 @@ def _r_FetchableTopicResponse_11(b, p):
     o.topic, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1770,7 +1770,7 @@ def _r_FetchableTopicResponse_12(b, p):
     o.topic, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1802,7 +1802,7 @@ def _r_FetchableTopicResponse_13(b, p):
     o.topic_id, p = read_uuid(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1830,7 +1830,7 @@ def _r_FetchResponse_0(b, p):
     o = _new(FetchResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1864,7 +1864,7 @@ def _r_FetchResponse_1(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1897,7 +1897,7 @@ def _r_FetchResponse_4(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1930,7 +1930,7 @@ def _r_FetchResponse_5(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1961,7 +1961,7 @@ def _r_FetchResponse_7(b, p):
     p += 10
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1990,7 +1990,7 @@ def _r_FetchResponse_11(b, p):
     p += 10
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -2025,7 +2025,7 @@ def _r_FetchResponse_12(b, p):
     p += 10
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -2034,7 +2034,10 @@ def _r_FetchResponse_12(b, p):
         _l.append(_e)
     o.responses = _l
     o.node_endpoints = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -2060,7 +2063,7 @@ def _r_FetchResponse_13(b, p):
     p += 10
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -2069,7 +2072,10 @@ def _r_FetchResponse_13(b, p):
         _l.append(_e)
     o.responses = _l
     o.node_endpoints = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -2099,7 +2105,7 @@ def _r_FetchResponse_16(b, p):
     p += 10
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -2109,7 +2115,7 @@ def _r_FetchResponse_16(b, p):
     o.responses = _l
     o.node_endpoints = []
     _u = None
-    _nt, p = read_uvarint(b, p)
+    _nt, p = read_uvarint(b, p) if p < len(b) else (0, p)
     for _ in range(_nt):
         _tag, p = read_uvarint(b, p)
         _size, p = read_uvarint(b, p)
@@ -2119,7 +2125,7 @@ def _r_FetchResponse_16(b, p):
         if _tag == 0:
             _n, p = read_compact_array_len(b, p)
             if _n < 0:
-                raise ValueError('non-nullable array node_endpoints is null')
+                _n = 0
             if _n > len(b) - p:
                 raise TruncatedError('array count exceeds the remaining bytes')
             _l = []

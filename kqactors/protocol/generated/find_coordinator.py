@@ -304,7 +304,10 @@ def _r_FindCoordinatorResponse_3(b, p):
     o.port, = _S_i.unpack_from(b, p)
     p += 4
     o.coordinators = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -336,7 +339,7 @@ def _r_FindCoordinatorResponse_4(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array coordinators is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -349,7 +352,10 @@ def _r_FindCoordinatorResponse_4(b, p):
     o.node_id = 0
     o.host = ''
     o.port = 0
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -143,7 +143,10 @@ def _r_HeartbeatResponse_4(b, p):
     o = _new(HeartbeatResponse)
     o.throttle_time_ms, o.error_code, = _S_ih.unpack_from(b, p)
     p += 6
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -292,7 +292,7 @@ def _r_IncrementalAlterConfigsResponse_0(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -324,7 +324,7 @@ def _r_IncrementalAlterConfigsResponse_1(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -332,7 +332,10 @@ def _r_IncrementalAlterConfigsResponse_1(b, p):
         _e, p = _r_AlterConfigsResourceResponse_1(b, p)
         _l.append(_e)
     o.responses = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

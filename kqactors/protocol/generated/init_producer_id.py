@@ -137,7 +137,10 @@ def _r_InitProducerIdResponse_2(b, p):
     o = _new(InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, = _S_ihqh.unpack_from(b, p)
     p += 16
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

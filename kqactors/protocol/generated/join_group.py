@@ -372,7 +372,7 @@ def _r_JoinGroupResponse_0(b, p):
     o.member_id, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -409,7 +409,7 @@ def _r_JoinGroupResponse_2(b, p):
     o.member_id, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -445,7 +445,7 @@ def _r_JoinGroupResponse_5(b, p):
     o.member_id, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -487,7 +487,7 @@ def _r_JoinGroupResponse_6(b, p):
     o.member_id, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -497,7 +497,10 @@ def _r_JoinGroupResponse_6(b, p):
     o.members = _l
     o.protocol_type = None
     o.skip_assignment = False
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -531,7 +534,7 @@ def _r_JoinGroupResponse_7(b, p):
     o.member_id, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -540,7 +543,10 @@ def _r_JoinGroupResponse_7(b, p):
         _l.append(_e)
     o.members = _l
     o.skip_assignment = False
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -575,7 +581,7 @@ def _r_JoinGroupResponse_9(b, p):
     o.member_id, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -583,7 +589,10 @@ def _r_JoinGroupResponse_9(b, p):
         _e, p = _r_JoinGroupResponseMember_6(b, p)
         _l.append(_e)
     o.members = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

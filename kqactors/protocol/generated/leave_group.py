@@ -348,7 +348,7 @@ def _r_LeaveGroupResponse_3(b, p):
     p += 6
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -380,7 +380,7 @@ def _r_LeaveGroupResponse_4(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array members is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -388,7 +388,10 @@ def _r_LeaveGroupResponse_4(b, p):
         _e, p = _r_MemberResponse_4(b, p)
         _l.append(_e)
     o.members = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -238,7 +238,7 @@ def _r_ListGroupsResponse_0(b, p):
     p += 2
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -265,7 +265,7 @@ def _r_ListGroupsResponse_1(b, p):
     p += 6
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -297,7 +297,7 @@ def _r_ListGroupsResponse_3(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -305,7 +305,10 @@ def _r_ListGroupsResponse_3(b, p):
         _e, p = _r_ListedGroup_3(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -329,7 +332,7 @@ def _r_ListGroupsResponse_4(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -337,7 +340,10 @@ def _r_ListGroupsResponse_4(b, p):
         _e, p = _r_ListedGroup_4(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -361,7 +367,7 @@ def _r_ListGroupsResponse_5(b, p):
     p += 6
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -369,7 +375,10 @@ def _r_ListGroupsResponse_5(b, p):
         _e, p = _r_ListedGroup_5(b, p)
         _l.append(_e)
     o.groups = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

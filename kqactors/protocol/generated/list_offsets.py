@@ -466,7 +466,7 @@ def _r_ListOffsetsPartitionResponse_0(b, p):
     p += 6
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array old_style_offsets is null')
+        _n = 0
     o.old_style_offsets, p = read_prim_array(b, p, _n, 'int64')
     o.timestamp = -1
     o.offset = -1
@@ -542,7 +542,7 @@ def _r_ListOffsetsTopicResponse_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -567,7 +567,7 @@ def _r_ListOffsetsTopicResponse_1(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -592,7 +592,7 @@ def _r_ListOffsetsTopicResponse_4(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -623,7 +623,7 @@ def _r_ListOffsetsTopicResponse_6(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -646,7 +646,7 @@ def _r_ListOffsetsResponse_0(b, p):
     o = _new(ListOffsetsResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -670,7 +670,7 @@ def _r_ListOffsetsResponse_1(b, p):
     o = _new(ListOffsetsResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -697,7 +697,7 @@ def _r_ListOffsetsResponse_2(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -723,7 +723,7 @@ def _r_ListOffsetsResponse_4(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -755,7 +755,7 @@ def _r_ListOffsetsResponse_6(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -763,7 +763,10 @@ def _r_ListOffsetsResponse_6(b, p):
         _e, p = _r_ListOffsetsTopicResponse_6(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

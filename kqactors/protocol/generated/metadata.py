@@ -412,11 +412,11 @@ def _r_MetadataResponsePartition_0(b, p):
     p += 10
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array replica_nodes is null')
+        _n = 0
     o.replica_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array isr_nodes is null')
+        _n = 0
     o.isr_nodes, p = read_prim_array(b, p, _n, 'int32')
     o.leader_epoch = -1
     o.offline_replicas = []
@@ -443,15 +443,15 @@ def _r_MetadataResponsePartition_5(b, p):
     p += 10
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array replica_nodes is null')
+        _n = 0
     o.replica_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array isr_nodes is null')
+        _n = 0
     o.isr_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array offline_replicas is null')
+        _n = 0
     o.offline_replicas, p = read_prim_array(b, p, _n, 'int32')
     o.leader_epoch = -1
     o._unknown_tags = None
@@ -477,15 +477,15 @@ def _r_MetadataResponsePartition_7(b, p):
     p += 14
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array replica_nodes is null')
+        _n = 0
     o.replica_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array isr_nodes is null')
+        _n = 0
     o.isr_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array offline_replicas is null')
+        _n = 0
     o.offline_replicas, p = read_prim_array(b, p, _n, 'int32')
     o._unknown_tags = None
     return o, p
@@ -516,15 +516,15 @@ def _r_MetadataResponsePartition_9(b, p):
     p += 14
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array replica_nodes is null')
+        _n = 0
     o.replica_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array isr_nodes is null')
+        _n = 0
     o.isr_nodes, p = read_prim_array(b, p, _n, 'int32')
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array offline_replicas is null')
+        _n = 0
     o.offline_replicas, p = read_prim_array(b, p, _n, 'int32')
     o._unknown_tags, p = read_unknown_tags(b, p)
     return o, p
@@ -548,7 +548,7 @@ def _r_MetadataResponseTopic_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -584,7 +584,7 @@ def _r_MetadataResponseTopic_1(b, p):
     p += 1
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -619,7 +619,7 @@ def _r_MetadataResponseTopic_5(b, p):
     p += 1
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -654,7 +654,7 @@ def _r_MetadataResponseTopic_7(b, p):
     p += 1
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -688,7 +688,7 @@ def _r_MetadataResponseTopic_8(b, p):
     p += 1
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -729,7 +729,7 @@ def _r_MetadataResponseTopic_9(b, p):
     p += 1
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -772,7 +772,7 @@ def _r_MetadataResponseTopic_10(b, p):
     p += 1
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -814,7 +814,7 @@ def _r_MetadataResponseTopic_12(b, p):
     p += 1
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -907,7 +907,7 @@ def _r_MetadataResponse_0(b, p):
     o = _new(MetadataResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -917,7 +917,7 @@ def _r_MetadataResponse_0(b, p):
     o.brokers = _l
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -951,7 +951,7 @@ def _r_MetadataResponse_1(b, p):
     o = _new(MetadataResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -963,7 +963,7 @@ def _r_MetadataResponse_1(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -997,7 +997,7 @@ def _r_MetadataResponse_2(b, p):
     o = _new(MetadataResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1010,7 +1010,7 @@ def _r_MetadataResponse_2(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1046,7 +1046,7 @@ def _r_MetadataResponse_3(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1059,7 +1059,7 @@ def _r_MetadataResponse_3(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1094,7 +1094,7 @@ def _r_MetadataResponse_5(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1107,7 +1107,7 @@ def _r_MetadataResponse_5(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1142,7 +1142,7 @@ def _r_MetadataResponse_7(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1155,7 +1155,7 @@ def _r_MetadataResponse_7(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1189,7 +1189,7 @@ def _r_MetadataResponse_8(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1202,7 +1202,7 @@ def _r_MetadataResponse_8(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1243,7 +1243,7 @@ def _r_MetadataResponse_9(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1256,7 +1256,7 @@ def _r_MetadataResponse_9(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1266,7 +1266,10 @@ def _r_MetadataResponse_9(b, p):
     o.topics = _l
     o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
     p += 4
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1297,7 +1300,7 @@ def _r_MetadataResponse_10(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1310,7 +1313,7 @@ def _r_MetadataResponse_10(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1320,7 +1323,10 @@ def _r_MetadataResponse_10(b, p):
     o.topics = _l
     o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
     p += 4
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1352,7 +1358,7 @@ def _r_MetadataResponse_11(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1365,7 +1371,7 @@ def _r_MetadataResponse_11(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1374,7 +1380,10 @@ def _r_MetadataResponse_11(b, p):
         _l.append(_e)
     o.topics = _l
     o.cluster_authorized_operations = -2147483648
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1406,7 +1415,7 @@ def _r_MetadataResponse_12(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array brokers is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1419,7 +1428,7 @@ def _r_MetadataResponse_12(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1428,7 +1437,10 @@ def _r_MetadataResponse_12(b, p):
         _l.append(_e)
     o.topics = _l
     o.cluster_authorized_operations = -2147483648
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

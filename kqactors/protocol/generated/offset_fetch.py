@@ -728,7 +728,7 @@ def _r_OffsetFetchResponseTopics_8(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -802,7 +802,7 @@ def _r_OffsetFetchResponseGroup_8(b, p):
     o.group_id, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -915,7 +915,7 @@ def _r_OffsetFetchResponseTopic_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -940,7 +940,7 @@ def _r_OffsetFetchResponseTopic_5(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -971,7 +971,7 @@ def _r_OffsetFetchResponseTopic_6(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1017,7 +1017,7 @@ def _r_OffsetFetchResponse_0(b, p):
     o = _new(OffsetFetchResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1046,7 +1046,7 @@ def _r_OffsetFetchResponse_2(b, p):
     o = _new(OffsetFetchResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1079,7 +1079,7 @@ def _r_OffsetFetchResponse_3(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1111,7 +1111,7 @@ def _r_OffsetFetchResponse_5(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1149,7 +1149,7 @@ def _r_OffsetFetchResponse_6(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1160,7 +1160,10 @@ def _r_OffsetFetchResponse_6(b, p):
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.groups = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1186,7 +1189,7 @@ def _r_OffsetFetchResponse_8(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array groups is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1196,7 +1199,10 @@ def _r_OffsetFetchResponse_8(b, p):
     o.groups = _l
     o.topics = []
     o.error_code = 0
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -372,7 +372,7 @@ def _r_OffsetForLeaderTopicResult_0(b, p):
     o.topic, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -397,7 +397,7 @@ def _r_OffsetForLeaderTopicResult_1(b, p):
     o.topic, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -428,7 +428,7 @@ def _r_OffsetForLeaderTopicResult_4(b, p):
     o.topic, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partitions is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -451,7 +451,7 @@ def _r_OffsetForLeaderEpochResponse_0(b, p):
     o = _new(OffsetForLeaderEpochResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -475,7 +475,7 @@ def _r_OffsetForLeaderEpochResponse_1(b, p):
     o = _new(OffsetForLeaderEpochResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -502,7 +502,7 @@ def _r_OffsetForLeaderEpochResponse_2(b, p):
     p += 4
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -534,7 +534,7 @@ def _r_OffsetForLeaderEpochResponse_4(b, p):
     p += 4
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array topics is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -542,7 +542,10 @@ def _r_OffsetForLeaderEpochResponse_4(b, p):
         _e, p = _r_OffsetForLeaderTopicResult_4(b, p)
         _l.append(_e)
     o.topics = _l
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

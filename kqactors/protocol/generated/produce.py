@@ -553,7 +553,7 @@ def _r_PartitionProduceResponse_8(b, p):
     p += 30
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array record_errors is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -590,7 +590,7 @@ def _r_PartitionProduceResponse_9(b, p):
     p += 30
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array record_errors is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -628,7 +628,7 @@ def _r_PartitionProduceResponse_10(b, p):
     p += 30
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array record_errors is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -670,7 +670,7 @@ def _r_TopicProduceResponse_0(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -695,7 +695,7 @@ def _r_TopicProduceResponse_2(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -720,7 +720,7 @@ def _r_TopicProduceResponse_5(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -745,7 +745,7 @@ def _r_TopicProduceResponse_8(b, p):
     o.name, p = read_string(b, p)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -776,7 +776,7 @@ def _r_TopicProduceResponse_9(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -807,7 +807,7 @@ def _r_TopicProduceResponse_10(b, p):
     o.name, p = read_compact_string(b, p)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array partition_responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -832,7 +832,7 @@ def _r_ProduceResponse_0(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -860,7 +860,7 @@ def _r_ProduceResponse_1(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -889,7 +889,7 @@ def _r_ProduceResponse_2(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -918,7 +918,7 @@ def _r_ProduceResponse_5(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -947,7 +947,7 @@ def _r_ProduceResponse_8(b, p):
     o = _new(ProduceResponse)
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -982,7 +982,7 @@ def _r_ProduceResponse_9(b, p):
     o = _new(ProduceResponse)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -993,7 +993,10 @@ def _r_ProduceResponse_9(b, p):
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.node_endpoints = []
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -1021,7 +1024,7 @@ def _r_ProduceResponse_10(b, p):
     o = _new(ProduceResponse)
     _n, p = read_compact_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array responses is null')
+        _n = 0
     if _n > len(b) - p:
         raise TruncatedError('array count exceeds the remaining bytes')
     _l = []
@@ -1033,7 +1036,7 @@ def _r_ProduceResponse_10(b, p):
     p += 4
     o.node_endpoints = []
     _u = None
-    _nt, p = read_uvarint(b, p)
+    _nt, p = read_uvarint(b, p) if p < len(b) else (0, p)
     for _ in range(_nt):
         _tag, p = read_uvarint(b, p)
         _size, p = read_uvarint(b, p)
@@ -1043,7 +1046,7 @@ def _r_ProduceResponse_10(b, p):
         if _tag == 0:
             _n, p = read_compact_array_len(b, p)
             if _n < 0:
-                raise ValueError('non-nullable array node_endpoints is null')
+                _n = 0
             if _n > len(b) - p:
                 raise TruncatedError('array count exceeds the remaining bytes')
             _l = []

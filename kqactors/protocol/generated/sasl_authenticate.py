@@ -126,7 +126,10 @@ def _r_SaslAuthenticateResponse_2(b, p):
     o.auth_bytes, p = read_compact_bytes(b, p)
     o.session_lifetime_ms, = _S_q.unpack_from(b, p)
     p += 8
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

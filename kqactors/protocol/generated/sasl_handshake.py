@@ -62,7 +62,7 @@ def _r_SaslHandshakeResponse_0(b, p):
     p += 2
     _n, p = read_array_len(b, p)
     if _n < 0:
-        raise ValueError('non-nullable array mechanisms is null')
+        _n = 0
     o.mechanisms, p = read_prim_array(b, p, _n, 'string')
     o._unknown_tags = None
     return o, p

@@ -293,7 +293,10 @@ def _r_SyncGroupResponse_4(b, p):
     o.assignment, p = read_compact_bytes(b, p)
     o.protocol_type = None
     o.protocol_name = None
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 
@@ -317,7 +320,10 @@ def _r_SyncGroupResponse_5(b, p):
     o.protocol_type, p = read_compact_nullable_string(b, p)
     o.protocol_name, p = read_compact_nullable_string(b, p)
     o.assignment, p = read_compact_bytes(b, p)
-    o._unknown_tags, p = read_unknown_tags(b, p)
+    if p < len(b):
+        o._unknown_tags, p = read_unknown_tags(b, p)
+    else:
+        o._unknown_tags = None
     return o, p
 
 

@@ -24,6 +24,7 @@ from kqactors.protocol.generated.produce import (
     TopicProduceResponse,
 )
 from kqactors.protocol.requests import (
+    ADMIN_KINDS,
     CLIENT_RANGES,
     REQUEST_KINDS,
     client_versions,
@@ -80,6 +81,7 @@ def test_the_table_is_complete_on_import_without_core_or_actors():
                 "cgrp:OffsetCommit", "cgrp:OffsetFetch", "cgrp:ConsumerGroupHeartbeat", "cgrp848:OffsetCommit"}
     expected |= {"txn:FindCoordinator", "txn:InitProducerId", "txn:AddPartitionsToTxn", "txn:AddOffsetsToTxn",
                  "txn:TxnOffsetCommit", "txn:EndTxn"}  # the transactional producer's
+    expected |= set(ADMIN_KINDS)  # the AdminClient's section
     assert set(REQUEST_KINDS) == expected
 
 

@@ -124,11 +124,12 @@ def test_unimplemented_librdkafka_properties_are_ignored_with_warning(caplog):
     assert "socket.max.fails" not in c.to_dict()
 
 
-def test_a_callback_that_is_never_called_is_named_in_a_warning(caplog):
+def test_callbacks_are_accepted_without_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="kqactors.config"):
-        Config({"throttle_cb": print, "stats_cb": print, "error_cb": print})
-    assert "throttle_cb is not supported by kqactors: it will not be called" in caplog.text
-    assert "stats_cb" not in caplog.text and "error_cb" not in caplog.text  # these are called
+        c = Config({"throttle_cb": print, "stats_cb": print, "error_cb": print})
+    assert caplog.text == ""  # every one of them is called
+    assert c.to_dict()["kqactors.throttle_cb"] is True  # broker actors then report throttling
+    assert Config({}).to_dict()["kqactors.throttle_cb"] is False
 
 
 def test_warnings_go_to_configured_logger():

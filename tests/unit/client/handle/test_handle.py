@@ -98,7 +98,7 @@ def test_started_handle_reports_a_dead_host_to_its_handlers() -> None:
         rt.kill_host("h0")
         assert woken.wait(10)
         handle.serve_notices()  # no pumping: the supervisor enqueued it in this process
-        assert deaths == [("h0", ["main"], 1)]
+        assert deaths == [("h0", ["log/h0", "main"], 1)]  # main and the host's log forwarder
     finally:
         handle.close()
     handle.close()  # twice is fine

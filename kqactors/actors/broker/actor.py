@@ -25,7 +25,7 @@ from typing import Any
 from kqactors.actors.broker import transport as transports
 from kqactors.actors.broker.sink import ProduceSink
 from kqactors.actors.broker.source import FetchSource
-from kqactors.actors.broker.throttle import ThrottleReporter, throttle_time_ms
+from kqactors.actors.broker.throttle import CLIENT_REPORTER, throttle_time_ms
 from kqactors.core.connection import (
     MAX_RESPONSE_SIZE,
     Completion,
@@ -110,7 +110,7 @@ class BrokerActor(Actor):
         self.clog = ClientLog.from_config(config, self._emit_log, thread=self.log_name)
         if self.clog.debugging("protocol"):
             self.conn.on_trace = self._trace
-        self.throttle = ThrottleReporter()
+        self.throttle = CLIENT_REPORTER
         self.throttle_wanted = bool(config.get("kqactors.throttle_cb"))
         self._decode_throttle = self.throttle_wanted or self.clog.debugging("broker", "msg")
         self._last_failure: tuple[str, float] = ("", 0.0)
@@ -414,6 +414,9 @@ class BrokerActor(Actor):
         now = time.monotonic()
         if self.conn.state == ConnState.SSL_HANDSHAKE:
             self._drive_transport_handshake(now)
+            return
+        if self.conn.state == ConnState.CONNECT:  # a refused connect can be reported readable first
+            self._on_writable()
             return
         before = self.conn.state
         try:

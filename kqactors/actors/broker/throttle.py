@@ -59,8 +59,10 @@ def throttle_time_ms(api_key: int, version: int, body: Any, decode_later: bool =
 
 
 class ThrottleReporter:
-    """librdkafka's rd_kafka_op_throttle_time, for one broker connection: ``observe`` returns the time to
-    report (the throttle event's) or None when there is nothing to report."""
+    """librdkafka's rd_kafka_op_throttle_time: ``observe`` returns the time to report (the throttle event's)
+    or None when there is nothing to report. librdkafka remembers the last throttle time per client, so the
+    broker actors of a client share one reporter (``CLIENT_REPORTER``: all of them run on the client's main
+    host, which runs no other client)."""
 
     __slots__ = ("last_ms",)
 
@@ -72,3 +74,7 @@ class ThrottleReporter:
             return None
         self.last_ms = throttle_ms
         return throttle_ms
+
+
+CLIENT_REPORTER = ThrottleReporter()
+"""The reporter of the client whose main host this process is."""

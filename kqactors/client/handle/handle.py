@@ -25,7 +25,7 @@ from kqactors import __version__
 from kqactors._model import ThrottleEvent
 from kqactors.client.handle.metadata import ClusterMetadata, request_metadata
 from kqactors.config import Config
-from kqactors.core.log import ClientLog, python_level
+from kqactors.core.log import LOG_ERR, ClientLog, python_level
 from kqactors.core.stats import StatsEmitter, next_client_number
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import client as ops
@@ -177,11 +177,11 @@ class ClientHandle:
         return None
 
     def report_error(self, error: KafkaError) -> None:
-        """error_cb, or the client's logger when there is none."""
+        """error_cb, or without one librdkafka's ERROR record on the client's logger."""
         if self.error_cb is not None:
             self.error_cb(error)
         else:
-            self.logger.log(logging.ERROR, f"kqactors {self.kind} error: {error}")
+            self.log.log(LOG_ERR, "ERROR", f"{self.name}: {error.str()}")
 
     # ---- logs and throttling -----------------------------------------------------------------------------
     def _start_log_forwarders(self, rt: Runtime) -> None:

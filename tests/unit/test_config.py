@@ -314,3 +314,9 @@ def test_default_topic_config_accepts_every_topic_level_librdkafka_property():
     assert accepted >= 12
     for name in ("partitioner_cb", "msg_order_cmp", "opaque"):  # librdkafka's dedicated setters, refused there too
         assert "must be set through dedicated" in _error({"default.topic.config": {name: print}})
+
+
+def test_group_protocol_type_other_than_consumer_is_refused_as_librdkafka_does():
+    # "consumer" is the only protocol type of the built-in assignors (and what JoinGroup sends)
+    assert _error({"group.id": "g", "group.protocol.type": "other"}, "consumer") == (
+        "Failed to create consumer: Unsupported partition.assignment.strategy: range")

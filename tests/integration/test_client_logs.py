@@ -74,6 +74,21 @@ def test_debug_records_come_from_poll_with_facility_and_client_name(mock_cluster
     assert "FETCH" not in records.facilities()  # a context not asked for
 
 
+def test_consumer_debug_cgrp_logs_the_group(mock_cluster, unique_topic, app_log):
+    logger, records = app_log
+    mock_cluster.create_topic(unique_topic, 1)
+    consumer = Consumer({"bootstrap.servers": mock_cluster.bootstrap, "group.id": "g-logs-cgrp", "logger": logger,
+                         "debug": "cgrp", "kqactors.hosts": 0})
+    try:
+        consumer.subscribe([unique_topic])
+        wait_until(lambda: any("join state STEADY" in m for m in records.messages(facility="CGRPJOINSTATE")), 20,
+                   "the group joined", sleep=consumer.poll)
+    finally:
+        consumer.close()
+    assert any('Group "g-logs-cgrp": coordinator is now broker' in m for m in records.messages(facility="CGRPCOORD"))
+    assert "FETCH" not in records.facilities()
+
+
 def test_consumer_debug_all_logs_fetches_and_protocol(mock_cluster, unique_topic, app_log):
     logger, records = app_log
     mock_cluster.create_topic(unique_topic, 1)

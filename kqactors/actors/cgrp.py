@@ -41,6 +41,7 @@ from kqactors.core.group.consumer_protocol import ConsumerProtocolMachine
 from kqactors.core.group.machine import GroupStateMachine
 from kqactors.core.group.requests import coordinator_from_response, offset_fetch_partitions
 from kqactors.core.group.settings import GroupSettings
+from kqactors.core.log import ClientLog
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, TopicPartition
 from kqactors.ops import client as ops
@@ -122,6 +123,8 @@ class CgrpActor(Actor):
         self.app_qid = int(app_qid)
         self.main = main
         self.settings = GroupSettings.from_config(self.config)
+        #: debug=cgrp records (join states, coordinator changes), sent to the app as LOG ops
+        self.clog = ClientLog.from_config(self.config, lambda record: ctx.send("app", Op(ops.LOG, record)), "main")
         self.request_timeout_ms = int(self.config.get("socket.timeout.ms", 60000))
         self.metadata_interval_ms = int(self.config.get("topic.metadata.refresh.interval.ms", 300000))
         self.consumer_protocol = self.settings.consumer_protocol
@@ -162,6 +165,8 @@ class CgrpActor(Actor):
                 self.metadata_topics = action.topics
                 self._request_metadata()
             elif isinstance(action, CoordinatorChanged):
+                self.clog.debug("cgrp", "CGRPCOORD", f'Group "{self.settings.group_id}": coordinator is now '
+                                                     f"broker {action.node_id}")
                 if action.node_id >= 0 and action.node_id not in self.brokers:
                     self._request_metadata()  # main spawns broker/N for the coordinator from metadata
             elif isinstance(action, RebalanceCallback):
@@ -189,6 +194,9 @@ class CgrpActor(Actor):
         m = self.machine
         state = (m.member_id, m.generation_id, m.join_state.name, m.coordinator[0] if m.coordinator else -1)
         if state != self.last_state:
+            self.clog.debug("cgrp", "CGRPJOINSTATE", f'Group "{self.settings.group_id}" join state {state[2]} '
+                                                     f"(member {state[0] or '-'}, generation {state[1]}, "
+                                                     f"coordinator {state[3]})")
             self.last_state = state
             self._to_app(CGRP_STATE, {"member_id": state[0], "generation_id": state[1], "join_state": state[2],
                                       "coordinator": state[3]})

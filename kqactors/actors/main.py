@@ -19,6 +19,7 @@ from typing import Any
 from kqactors.actors.main_txn import TxnWiring
 from kqactors.actors.stats_collector import StatsCollector
 from kqactors.config.security import broker_security_config
+from kqactors.core.log import ClientLog
 from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshScheduler, snapshot_from_wire
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
@@ -32,6 +33,7 @@ BROKER_FACTORY = "kqactors.actors.broker.actor:BrokerActor"
 TICK_SECONDS = 0.05
 _TICK = "MAIN_TICK"
 _STATS_TICK = "MAIN_STATS_TICK"
+_EXPIRY_CHECK_S = 1.0  # how often the metadata cache is swept for entries older than metadata.max.age.ms
 
 # a request that failed with these may succeed on another broker (_DESTROY: a bootstrap broker retired)
 _RETRY_ELSEWHERE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._DESTROY, KafkaError._RESOLVE}
@@ -76,11 +78,19 @@ class BrokerHandle:
         self.bootstrap = bootstrap
 
 
+BROKER_PROPERTIES = (
+    "client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",
+    "api.version.request.timeout.ms", "socket.connection.setup.timeout.ms", "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms", "socket.keepalive.enable", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "connections.max.idle.ms", "broker.address.family", "receive.message.max.bytes", "log_level", "debug",
+    "log.thread.name", "log.connection.close", "kqactors.throttle_cb", "queue.buffering.backpressure.threshold",
+    "transactional.id")
+"""The properties a broker actor reads (connection, socket options, logging, throttle reports)."""
+
+
 def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:
     """The properties a broker actor needs, picked from a client's config."""
-    keys = ("client.id", "socket.timeout.ms", "socket.nagle.disable", "max.in.flight.requests.per.connection",
-            "api.version.request.timeout.ms", "socket.connection.setup.timeout.ms", "reconnect.backoff.ms",
-            "reconnect.backoff.max.ms", "transactional.id")
+    keys = BROKER_PROPERTIES
     picked = {k: config[k] for k in keys if k in config}
     if "max.in.flight" in config and "max.in.flight.requests.per.connection" not in picked:
         picked["max.in.flight.requests.per.connection"] = config["max.in.flight"]
@@ -126,6 +136,14 @@ class MainActor(TxnWiring, Actor):
         self.stats = StatsCollector(ctx, self.KIND, str(self.config.get("client.id", "rdkafka")), interval_ms,
                                     app) if interval_ms > 0 else None
         self._txn_setup()  # transactional.id: the transaction manager owns the producer id
+        self.clog = ClientLog.from_config(self.config, self._emit_log, thread="main")
+        #: allow.auto.create.topics: Metadata requests for named topics may create them (broker permitting);
+        #: librdkafka's default is true for a producer, false for a consumer
+        self.allow_auto_create = bool(self.config.get("allow.auto.create.topics", self.KIND == "producer"))
+        #: metadata.max.age.ms: a topic's cache entry not refreshed for this long is dropped
+        self.max_age_s = int(self.config.get("metadata.max.age.ms", 900000) or 900000) / 1000
+        self.topic_seen_at: dict[str, float] = {}
+        self.next_expiry_check = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -163,6 +181,23 @@ class MainActor(TxnWiring, Actor):
         self._maybe_init_pid(now)
         self._maybe_finish_drain(now)
         self._txn_tick(now * 1000.0)
+        if now >= self.next_expiry_check:
+            self.next_expiry_check = now + _EXPIRY_CHECK_S
+            self._expire_metadata(now)
+
+    def _emit_log(self, payload: dict[str, Any]) -> None:
+        self.ctx.send(self.app, Op(ops.LOG, payload))
+
+    def _expire_metadata(self, now: float) -> None:
+        """librdkafka's metadata cache expiry: topics not refreshed within metadata.max.age.ms leave the cache
+        (partitions keep the leaders they were given; a partition joining later asks for fresh metadata)."""
+        expired = [name for name in self.cache.topics if now - self.topic_seen_at.get(name, now) >= self.max_age_s]
+        for name in expired:
+            self.cache.topics.pop(name, None)
+            self.topic_seen_at.pop(name, None)
+        if expired:
+            self.clog.debug("metadata", "METADATA", f"Expired {len(expired)} entries from metadata cache "
+                                                    f"({len(self.cache.topics)} entries remain)")
 
     # ---- brokers ---------------------------------------------------------------------------------------
 
@@ -170,6 +205,8 @@ class MainActor(TxnWiring, Actor):
         name = ops.broker_name(node_id)
         handle = BrokerHandle(node_id, name, host, port, bootstrap)
         self.brokers[node_id] = handle
+        self.clog.debug("broker", "BROKER", f"{_log_name(handle)}: Added new broker with NodeId "
+                                            f"{-1 if bootstrap else node_id}")
         args = {"node_id": node_id, "host": host, "port": port, "config": self._broker_config(),
                 "owner": self.ctx.name, **self.BROKER_ARGS}
         self.ctx.spawn(name, self.broker_factory, args)  # published to every host before it starts
@@ -178,6 +215,7 @@ class MainActor(TxnWiring, Actor):
         handle = self.brokers.pop(node_id, None)
         if handle is None:
             return
+        self.clog.debug("broker", "BROKER", f"{_log_name(handle)}: Removing broker")
         self.ctx.stop(handle.name)
 
     def _broker_config(self) -> dict[str, Any]:
@@ -214,13 +252,17 @@ class MainActor(TxnWiring, Actor):
         if due is False:
             return
         requested = sorted(self.topics) if due is None else list(due)
-        self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms)
+        self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms, self.allow_auto_create,
+                               "refresh")
 
     def _request_metadata(self, topics: list[str] | None, on_reply: Any, timeout_ms: int,
-                          allow_auto_create: bool = False) -> bool:
+                          allow_auto_create: bool = False, reason: str = "") -> bool:
         broker = self._pick_broker()
         if broker is None:
             return False
+        if self.clog.debugging("metadata"):
+            what = "all topics" if topics is None else f"{len(topics)} topic(s)"
+            self.clog.debug("metadata", "METADATA", f"{_log_name(broker)}: Request metadata for {what}: {reason}")
         payload = {"kind": "Metadata", "args": {"topics": topics, "allow_auto_create": allow_auto_create},
                    "timeout_ms": timeout_ms}
         self.ctx.request(broker.name, Op(ops.REQUEST, payload),
@@ -238,7 +280,15 @@ class MainActor(TxnWiring, Actor):
         self.scheduler.on_response(delta.unresolved_topics, now)
 
     def _apply_metadata(self, wire: dict[str, Any], requested: list[str] | None, now: float) -> MetadataDelta:
-        delta = self.cache.apply(snapshot_from_wire(wire), requested, now)
+        snapshot = snapshot_from_wire(wire)
+        delta = self.cache.apply(snapshot, requested, now)
+        for topic in snapshot.topics:
+            if topic.name in self.cache.topics:
+                self.topic_seen_at[topic.name] = now
+        for name in delta.topics_removed:
+            self.topic_seen_at.pop(name, None)
+        if self.clog.contexts:
+            self._log_metadata(snapshot, delta)
         for info in delta.brokers_added:
             if info.node_id in self.brokers:
                 self._remove_broker(info.node_id)
@@ -281,14 +331,17 @@ class MainActor(TxnWiring, Actor):
         if topics is not None:
             self.topics.update(topics)
         deadline = time.monotonic() + timeout_ms / 1000
+        # a request that does not say (the group's) follows allow.auto.create.topics; one that allows creating
+        # (the producer's look-up of a new topic) still needs the property's consent
+        wanted = payload.get("allow_auto_create")
+        allow = self.allow_auto_create if wanted is None else bool(wanted) and self.allow_auto_create
 
         def on_reply(reply: Op, requested: list[str] | None) -> None:
             error, reason, result = _unpack_response(reply)
             now = time.monotonic()
             if error and now < deadline and error in _RETRY_ELSEWHERE:
                 remaining = int((deadline - now) * 1000)
-                if remaining > 0 and self._request_metadata(requested, on_reply, remaining,
-                                                            bool(payload.get("allow_auto_create"))):
+                if remaining > 0 and self._request_metadata(requested, on_reply, remaining, allow, "retry"):
                     return
             if error:
                 self.ctx.reply(op, Op(ops.METADATA, {"error_code": error, "reason": reason}))
@@ -296,7 +349,7 @@ class MainActor(TxnWiring, Actor):
             self._apply_metadata(result, requested, now)
             self.ctx.reply(op, Op(ops.METADATA, {"error_code": 0, "reason": "", "metadata": result}))
 
-        if not self._request_metadata(topics, on_reply, timeout_ms, bool(payload.get("allow_auto_create"))):
+        if not self._request_metadata(topics, on_reply, timeout_ms, allow, f"requested by {op.sender or 'app'}"):
             self.ctx.reply(op, Op(ops.METADATA, {"error_code": KafkaError._TRANSPORT, "reason": "no brokers"}))
 
     @on(ops.METADATA_REFRESH)
@@ -316,7 +369,7 @@ class MainActor(TxnWiring, Actor):
         topic, partition = op.payload["topic"], int(op.payload["partition"])
         name = op.payload.get("name") or op.sender or pops.toppar_name(topic, partition)
         self.toppars[(topic, partition)] = name
-        if topic not in self.topics:
+        if topic not in self.topics or topic not in self.cache.topics:  # new, or its cache entry expired
             self.topics.add(topic)
             self.scheduler.request([topic], time.monotonic())
         reply = {**pops.leader_payload(topic, partition, self._routable(self.cache.leader(topic, partition)),
@@ -360,6 +413,8 @@ class MainActor(TxnWiring, Actor):
             error = result.get("error_code", 0)
         if error:
             retriable = error in _RETRYABLE_PID_ERRORS
+            self.clog.debug("eos", "PID", f"InitProducerId failed: {reason or KafkaError(error).str()} "
+                                          f"({'retrying' if retriable else 'fatal'})")
             self.pid_retry_at = time.monotonic() + self.pid_backoff_ms / 1000
             if not retriable:
                 self.ctx.send(self.app, Op(ops.ERR, ops.err_payload(
@@ -372,6 +427,7 @@ class MainActor(TxnWiring, Actor):
         self._set_pid(result["producer_id"], result["producer_epoch"])
 
     def _set_pid(self, producer_id: int, epoch: int) -> None:
+        self.clog.debug("eos", "PID", f"ProducerId set to {producer_id} with epoch {epoch}")
         self.producer_id, self.producer_epoch = producer_id, epoch
         if producer_id >= 0:
             self.pid_assignments += 1
@@ -430,6 +486,33 @@ class MainActor(TxnWiring, Actor):
         payload = op.payload or {}
         if self.txn is not None and payload.get("fatal"):
             self._txn_on_fatal(int(payload.get("code", KafkaError._FATAL)), str(payload.get("reason", "")))
+
+    def _log_metadata(self, snapshot: Any, delta: MetadataDelta) -> None:
+        """debug=metadata: what a Metadata response said; debug=topic: the changes it made."""
+        clog = self.clog
+        if clog.debugging("metadata"):
+            clog.debug("metadata", "METADATA", f"Received metadata: {len(snapshot.brokers)} broker(s), "
+                                               f"{len(snapshot.topics)} topic(s) (controller {snapshot.controller_id})")
+            for broker in snapshot.brokers:
+                clog.debug("metadata", "METADATA", f"  Broker {broker.node_id} at {broker.host}:{broker.port}")
+            for topic in snapshot.topics:
+                error = f" ({KafkaError(topic.error_code).str()})" if topic.error_code else ""
+                clog.debug("metadata", "METADATA", f"  Topic {topic.name} with {len(topic.partitions)} "
+                                                   f"partition(s){error}")
+        if clog.debugging("topic"):
+            for name, (old, new) in delta.partition_counts.items():
+                clog.debug("topic", "PARTCNT", f"Topic {name} partition count changed from {old} to {new}")
+            for change in delta.leader_changes:
+                clog.debug("topic", "TOPBRK", f"Topic {change.topic} [{change.partition}]: leader changed from "
+                                              f"broker {change.old_leader} to {change.new_leader} "
+                                              f"(leader epoch {change.leader_epoch})")
+            for name, code in delta.topic_errors.items():
+                clog.debug("topic", "TOPICERR", f"Topic {name}: {KafkaError(code).str() if code else 'no error'}")
+
+
+def _log_name(handle: BrokerHandle) -> str:
+    """librdkafka's name of a broker: "host:port/<node id>", "host:port/bootstrap"."""
+    return f"{handle.host}:{handle.port}/{'bootstrap' if handle.bootstrap else handle.node_id}"
 
 
 def _unpack_response(reply: Op) -> tuple[int, str, Any]:

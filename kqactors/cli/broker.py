@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 import threading
 from typing import Any
@@ -32,10 +33,35 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def port_taken(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why Tansu could not listen on ``host:port`` (e.g. "Address already in use"), or None when it can."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Tansu binds: TIME_WAIT is no obstacle
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _start_failure(exc: BaseException, port: int | None) -> str:
+    """One line for a broker that did not start (Tansu's own output, e.g. a Rust panic, stays in its log)."""
+    text = str(exc)
+    if port is not None and ("AddrInUse" in text or "Address in use" in text):
+        return f"port {port} on 127.0.0.1 is already in use (choose another --port, or omit it for a free one)"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def run(options: argparse.Namespace) -> int:
     if options.port is not None and not 0 < options.port < 65536:
         print(f"kqactors broker: --port must be 1..65535, got {options.port}", file=sys.stderr)
         return 2
+    if options.port is not None:
+        problem = port_taken(options.port)
+        if problem is not None:
+            hint = " (choose another --port, or omit it for a free one)" if "in use" in problem else ""
+            print(f"kqactors broker: cannot listen on 127.0.0.1:{options.port}: {problem}{hint}", file=sys.stderr)
+            return 1
     stop_requested = threading.Event()
 
     def _request_stop(signum: int, frame: object) -> None:
@@ -47,7 +73,7 @@ def run(options: argparse.Namespace) -> int:
         try:
             broker.start()
         except (TansuNotFound, RuntimeError, TimeoutError) as exc:
-            print(f"kqactors broker: {exc}", file=sys.stderr)
+            print(f"kqactors broker: {_start_failure(exc, options.port)}", file=sys.stderr)
             return 1
         print(f"bootstrap.servers={broker.bootstrap}", flush=True)
         while not stop_requested.is_set():

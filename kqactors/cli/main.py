@@ -35,7 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return int(handler(options) or 0)
+    try:
+        return int(handler(options) or 0)
+    except KeyboardInterrupt:  # Ctrl-C where a subcommand does not handle it itself: no traceback
+        print(file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

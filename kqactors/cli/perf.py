@@ -6,7 +6,7 @@ when none is given, topic creation, and printing the summary (text, or JSON with
 lives in ``perf_produce`` and the numbers in ``perf_stats``.
 
 Exit status: 0 when every message was delivered, 1 when any delivery failed (or the run could not start),
-2 for bad options or configuration.
+2 for bad options or configuration, 130 when stopped by Ctrl-C (after printing the partial summary).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = ["add_parser", "run_perf", "producer_config", "parse_properties"]
 
 ProducerFactory = Callable[[Mapping[str, Any]], Any]
 COMPRESSION_CHOICES = ("none", "gzip", "snappy", "lz4", "zstd")
+INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -104,6 +105,7 @@ def _run_with_broker(args: argparse.Namespace, bootstrap: str, properties: dict[
         return 2
     _note(args, _create_topic_notice(bootstrap, topic, args.partitions))
     progress = ProgressLine(sys.stderr, args.count, enabled=not args.quiet and sys.stderr.isatty())
+    summary = None
     try:
         run = ProduceRun(topic=topic, payloads=make_payloads(args.size), count=args.count, rate=args.rate,
                          flush_timeout_s=args.flush_timeout)
@@ -111,13 +113,17 @@ def _run_with_broker(args: argparse.Namespace, bootstrap: str, properties: dict[
     except _kafka_exceptions() as exc:
         print(f"kqactors perf: produce failed: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before the run started (building payloads): nothing to report
+        return INTERRUPTED
     finally:
-        _close(producer)
+        _close(producer, quick=summary is None or summary.interrupted)
     if args.json:
         print(summary.to_json(topic=topic, message_size=args.size, bootstrap=bootstrap,
                               embedded_broker=embedded, config=_printable(config)))
     else:
         print(summary.to_text(topic, args.size))
+    if summary.interrupted:
+        return INTERRUPTED
     return 0 if summary.ok else 1
 
 
@@ -187,13 +193,19 @@ def _kafka_exceptions() -> tuple[type[BaseException], ...]:
     return (KafkaException, peer) if isinstance(peer, type) else (KafkaException,)
 
 
-def _close(producer: Any) -> None:
-    close = getattr(producer, "close", None)
-    if callable(close):
-        try:
+def _close(producer: Any, quick: bool = False) -> None:
+    """Close the producer; ``quick`` (after Ctrl-C) drops what was not delivered instead of flushing it."""
+    try:
+        if quick and callable(getattr(producer, "purge", None)):
+            producer.purge()
+            producer.poll(0)
+        close = getattr(producer, "close", None)
+        if callable(close):
             close()
-        except (*_kafka_exceptions(), RuntimeError) as exc:
-            print(f"kqactors perf: closing the producer failed: {exc}", file=sys.stderr)
+    except (*_kafka_exceptions(), RuntimeError) as exc:
+        print(f"kqactors perf: closing the producer failed: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:  # another Ctrl-C while closing: the process is leaving anyway
+        pass
 
 
 def _printable(config: Mapping[str, Any]) -> dict[str, Any]:

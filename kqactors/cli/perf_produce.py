@@ -21,6 +21,8 @@ __all__ = ["ProduceRun", "RatePacer", "run_produce"]
 POLL_EVERY = 1000
 #: How long to poll for delivery reports when the producer's queue is full (BufferError).
 QUEUE_FULL_POLL_S = 0.05
+#: After Ctrl-C: how long the reports of messages already on their way are waited for before summarising.
+INTERRUPT_FLUSH_S = 0.5
 
 
 class RatePacer:
@@ -62,7 +64,9 @@ def run_produce(producer: Any, run: ProduceRun, progress: ProgressLine | None = 
                 clock: Callable[[], float] = time.perf_counter) -> PerfSummary:
     """Produce ``run.count`` messages, wait for every delivery report (or the flush timeout), summarise.
 
-    Latency per message is enqueue (just before produce()) → its delivery report callback.
+    Latency per message is enqueue (just before produce()) → its delivery report callback. Ctrl-C
+    (KeyboardInterrupt) stops the run where it is: the reports already on their way are waited for briefly
+    and the summary covers what was produced so far (``interrupted``; the rest count as undelivered).
     """
     stats = DeliveryStats(clock=clock)
     message_size = len(run.payloads[0])
@@ -77,30 +81,50 @@ def run_produce(producer: Any, run: ProduceRun, progress: ProgressLine | None = 
     started_at = clock()
     pacer = RatePacer(run.rate, started_at)
     produced = 0
-    for index in range(run.count):
-        if run.rate:
-            _wait_until_due(producer, pacer, index, clock)
-        callback = partial(on_delivery, clock())
-        value = payloads[index % distinct]
-        while True:
-            try:
-                produce(topic, value, on_delivery=callback)
-                break
-            except BufferError:
-                producer.poll(QUEUE_FULL_POLL_S)
+    interrupted = False
+    try:
+        for index in range(run.count):
+            if run.rate:
+                _wait_until_due(producer, pacer, index, clock)
+            callback = partial(on_delivery, clock())
+            value = payloads[index % distinct]
+            while True:
+                try:
+                    produce(topic, value, on_delivery=callback)
+                    break
+                except BufferError:
+                    producer.poll(QUEUE_FULL_POLL_S)
+                    if progress is not None:
+                        progress.update(produced, stats)
+            produced += 1
+            if produced % POLL_EVERY == 0:
+                producer.poll(0)
                 if progress is not None:
                     progress.update(produced, stats)
-        produced += 1
-        if produced % POLL_EVERY == 0:
-            producer.poll(0)
-            if progress is not None:
-                progress.update(produced, stats)
-    undelivered = _flush(producer, run.flush_timeout_s, produced, stats, progress)
+        undelivered = _flush(producer, run.flush_timeout_s, produced, stats, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+        produced, undelivered = _flush_after_interrupt(producer, produced, stats)
     finished_at = stats.last_report_at if stats.last_report_at is not None else clock()
     if progress is not None:
         progress.update(produced, stats, force=True)
         progress.finish()
-    return stats.summary(produced, started_at, finished_at, undelivered=undelivered)
+    return stats.summary(produced, started_at, finished_at, undelivered=undelivered, interrupted=interrupted)
+
+
+def _flush_after_interrupt(producer: Any, produced: int, stats: DeliveryStats) -> tuple[int, int]:
+    """Serve the reports that arrive within INTERRUPT_FLUSH_S (another Ctrl-C ends that at once); return the
+    messages produced (one may have been taken just as Ctrl-C came, before it was counted) and the number
+    still without a report."""
+    try:
+        producer.flush(INTERRUPT_FLUSH_S)
+    except KeyboardInterrupt:
+        pass
+    try:
+        produced = max(produced, stats.reported + len(producer))
+    except TypeError:  # a producer without len()
+        produced = max(produced, stats.reported)
+    return produced, max(0, produced - stats.reported)
 
 
 def _wait_until_due(producer: Any, pacer: RatePacer, index: int, clock: Callable[[], float]) -> None:

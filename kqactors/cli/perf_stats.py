@@ -59,8 +59,9 @@ class DeliveryStats:
             self.errors[_error_name(error)] += 1
 
     def summary(self, produced: int, started_at: float, finished_at: float,
-                undelivered: int = 0) -> PerfSummary:
-        """Freeze the numbers; ``undelivered`` counts messages still without a report after flush."""
+                undelivered: int = 0, interrupted: bool = False) -> PerfSummary:
+        """Freeze the numbers; ``undelivered`` counts messages still without a report after flush;
+        ``interrupted``: the run was stopped (Ctrl-C) before it produced everything or saw every report."""
         errors = dict(self.errors)
         if undelivered:
             errors["NO_DELIVERY_REPORT"] = errors.get("NO_DELIVERY_REPORT", 0) + undelivered
@@ -78,6 +79,7 @@ class DeliveryStats:
             latency_p50_ms=percentile(latencies, 0.50) * 1e3,
             latency_p99_ms=percentile(latencies, 0.99) * 1e3,
             latency_max_ms=(latencies[-1] * 1e3) if latencies else math.nan,
+            interrupted=interrupted,
         )
 
 
@@ -101,10 +103,11 @@ class PerfSummary:
     latency_p50_ms: float
     latency_p99_ms: float
     latency_max_ms: float
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0 and self.delivered == self.produced
+        return self.failed == 0 and self.delivered == self.produced and not self.interrupted
 
     def as_dict(self, **extra: Any) -> dict[str, Any]:
         """JSON-ready dict; NaN latencies (nothing delivered) become None."""
@@ -117,7 +120,8 @@ class PerfSummary:
         return json.dumps(self.as_dict(**extra), sort_keys=True)
 
     def to_text(self, topic: str, message_size: int) -> str:
-        lines = [
+        lines = ["interrupted (Ctrl-C): partial results"] if self.interrupted else []
+        lines += [
             f"topic {topic}: {self.delivered}/{self.produced} messages of {message_size} B delivered "
             f"in {self.elapsed_s:.3f} s",
             f"throughput: {self.msgs_per_s:,.0f} msgs/s, {self.mb_per_s:.2f} MB/s",

@@ -38,7 +38,6 @@ from kqactors.config.properties import (
     POINTER,
     PROPERTIES,
     STRING,
-    UNCALLED_CALLBACKS,
     Property,
 )
 from kqactors.config.security import check_security, redact
@@ -52,6 +51,17 @@ _TRUE = frozenset({"true", "t", "1"})
 _FALSE = frozenset({"false", "f", "0"})
 _log = logging.getLogger("kqactors.config")
 _ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
+
+# Properties kqactors accepts whose librdkafka effect cannot apply to it: (name, does the value apply?, why
+# not). Set explicitly to a value that does not apply, they are named in a warning when the client is created.
+_NOT_APPLIED: tuple[tuple[str, Any, str], ...] = (
+    ("api.version.request", bool,
+     "kqactors always asks brokers for their API versions (brokers older than 0.10.0 are not supported), "
+     "so api.version.request=false and broker.version.fallback have no effect"),
+    ("fetch.queue.backoff.ms", lambda _value: False,
+     "fetching of a partition resumes as soon as the application has consumed its prefetched messages "
+     "(credit returned by poll()/consume()), without waiting for a backoff"),
+)
 
 
 def config_error(message: str) -> KafkaException:
@@ -267,9 +277,10 @@ class Config(Mapping[str, Any]):
     def _finalize(self) -> None:
         for name in self.ignored:
             self._warn(f"Configuration property {name} is not supported by kqactors and will be ignored")
-        for name in sorted(UNCALLED_CALLBACKS):
-            if self._values.get(name) is not None:
-                self._warn(f"Configuration property {name} is not supported by kqactors: it will not be called")
+        for name, applies, reason in _NOT_APPLIED:
+            in_scope = PROPERTIES[name].scope in ("*", self.kind[0].upper())
+            if in_scope and self.is_set(name) and not applies(self[name]):
+                self._warn(f"Configuration property {name} is not applied by kqactors: {reason}")
         if self.kind != "admin":
             for name in sorted(self._explicit):
                 scope = PROPERTIES[name].scope
@@ -286,6 +297,8 @@ class Config(Mapping[str, Any]):
         refresh = self["topic.metadata.refresh.interval.ms"]
         if not self.is_set("metadata.max.age.ms") and refresh > 0:
             self._values["metadata.max.age.ms"] = min(refresh * 3, 86400000)
+        if self.kind == "producer" and not self.is_set("allow.auto.create.topics"):
+            self._values["allow.auto.create.topics"] = True  # librdkafka's producer default (consumers: false)
         if self["compression.codec"] == "inherit":
             self._values["compression.codec"] = "none"
         if self.kind == "producer":
@@ -393,6 +406,12 @@ class Config(Mapping[str, Any]):
         """True if the application set ``name`` (or one of its aliases) explicitly."""
         return ALIASES.get(name, name) in self._explicit
 
+    def explicit_items(self) -> list[tuple[str, Any]]:
+        """(name, value) of every property the application set, including the librdkafka ones kqactors
+        ignores (librdkafka's ``conf`` debug context lists them)."""
+        items = [(name, self._values[name]) for name in self._explicit if name in self._values]
+        return items + list(self.ignored.items())
+
     def callbacks(self) -> dict[str, Any]:
         """The app-side objects that never leave the process: callbacks, logger, opaque, custom partitioner."""
         result = {name: value for name, value in self._values.items()
@@ -412,6 +431,8 @@ class Config(Mapping[str, Any]):
                 value = self[name]
                 result[name] = "custom" if callable(value) else value
         result["kqactors.explicit"] = sorted(self._explicit)
+        # broker actors read a throttle_time_ms that costs a decode (Produce) only when someone listens
+        result["kqactors.throttle_cb"] = self._values.get("throttle_cb") is not None
         return result
 
     @classmethod

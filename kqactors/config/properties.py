@@ -84,6 +84,7 @@ _TABLE: tuple[Property, ...] = (
     _p("retry.backoff.max.ms", INT, "*", 1000, 1, 300000),
     _p("statistics.interval.ms", INT, "*", 0, 0, 86400000),
     _p("log_level", INT, "*", 6, 0, 7),
+    _p("log.thread.name", BOOL, "*", True),
     _p("log.connection.close", BOOL, "*", True),
     _p("api.version.request", BOOL, "*", True),
     _p("api.version.request.timeout.ms", INT, "*", 10000, 1, 300000),
@@ -215,16 +216,13 @@ resolve_cb socket_cb ssl.certificate.verify_cb ssl_engine_callback_data
 """.split())
 INTERNAL = frozenset({"ssl_key", "ssl_certificate", "ssl_ca", "interceptors"})
 
-# Callbacks accepted for compatibility that kqactors never calls (a warning says so; see config.py).
-UNCALLED_CALLBACKS = frozenset({"throttle_cb"})
-
 # librdkafka properties kqactors accepts but does not implement (logged as ignored; see config.py).
 LIBRDKAFKA_ONLY = frozenset("""
 api.version.fallback.ms auto.commit.enable background_event_cb broker.address.ttl broker.version.fallback
 builtin.features client.dns.lookup closesocket_cb connect_cb consume.callback.max.messages consume_cb
 default_topic_conf enable.metrics.push enable.random.seed enable.sasl.oauthbearer.unsecure.jwt
 enable.ssl.certificate.verification enabled_events https.ca.location https.ca.pem interceptors
-internal.termination.signal log.queue log.thread.name log_cb max.poll.records message.copy.max.bytes
+internal.termination.signal log.queue log_cb max.poll.records message.copy.max.bytes
 metadata.recovery.rebootstrap.trigger.ms metadata.recovery.strategy msg_order_cmp oauth_cb
 oauthbearer_token_refresh_cb offset.store.method offset.store.path offset.store.sync.interval.ms open_cb
 partitioner_cb plugin.library.paths produce.offset.report queuing.strategy rebalance_cb

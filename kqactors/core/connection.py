@@ -35,7 +35,8 @@ from kqactors.protocol.errors import ProtocolError
 from kqactors.protocol.requests import API_VERSIONS, CLIENT_RANGES, RequestKind
 
 _SIZE = struct.Struct(">i")
-MAX_RESPONSE_SIZE = 1 << 30
+MAX_RESPONSE_SIZE = 100000000
+"""receive.message.max.bytes' default: a larger response frame fails the connection."""
 
 
 class ConnState(IntEnum):
@@ -162,10 +163,16 @@ class Connection:
                  api_version_timeout_ms: int = 10000, connect_timeout_ms: int = 30000,
                  api_versions_max: int = API_VERSIONS.max_version,
                  client_versions: dict[int, tuple[int, int]] | None = None,
-                 authenticator: Authenticator | None = None, tls: bool = False) -> None:
+                 authenticator: Authenticator | None = None, tls: bool = False,
+                 max_response_size: int = MAX_RESPONSE_SIZE) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self.client_id = client_id
+        #: receive.message.max.bytes: the largest response frame accepted
+        self.max_response_size = max_response_size
+        #: debug hook (librdkafka's "protocol" context): ``on_trace(sent, request, nbytes, rtt_s)`` for every
+        #: request written to the output (sent=True, rtt 0) and every response matched to one (sent=False)
+        self.on_trace: Callable[[bool, Request, int, float], Any] | None = None
         self.max_in_flight = max_in_flight
         self.api_version_timeout_ms = api_version_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -252,6 +259,12 @@ class Connection:
     def has_output(self) -> bool:
         return bool(self._out)
 
+    @property
+    def untransmitted(self) -> int:
+        """Requests not yet written to the socket in full: queued ones and those in the output (librdkafka's
+        outbuf count, which queue.buffering.backpressure.threshold compares with)."""
+        return len(self.waiting) + len(self._out)
+
     def on_written(self, count: int, now: float) -> list[Completion]:
         """`count` bytes were written; requests that expect no response (acks=0) complete when fully sent."""
         done: list[Completion] = []
@@ -287,8 +300,9 @@ class Connection:
         with memoryview(rx) as view:  # frames are read through it: a response body is copied once
             while len(rx) - pos >= 4:
                 (size,) = _SIZE.unpack_from(rx, pos)
-                if size < 4 or size > MAX_RESPONSE_SIZE:
-                    raise ConnectionError(f"invalid response frame size {size}")
+                if size < 4 or size > self.max_response_size:
+                    raise ConnectionError(f"Invalid response size {size} (0..{self.max_response_size}): "
+                                          "increase receive.message.max.bytes")
                 if len(rx) - pos - 4 < size:
                     break
                 with view[pos + 4:pos + 4 + size] as frame:
@@ -309,6 +323,8 @@ class Connection:
             self.counters.rxcorriderrs += 1
             return None
         self.counters.received(len(frame) + 4, int((now - req.sent_at) * 1e6), int(now * 1e6))
+        if self.on_trace is not None:
+            self.on_trace(False, req, len(frame) + 4, now - req.sent_at)
         try:
             _, offset = decode_response_header(frame, req.api_key, req.api_version)
         except ProtocolError as exc:
@@ -463,6 +479,8 @@ class Connection:
         self.in_flight[req.corr_id] = req
         self._out.append(frame)
         self.counters.sent(api_name(req.api_key), size + 4, int(now * 1e6))
+        if self.on_trace is not None:
+            self.on_trace(True, req, size + 4, 0.0)
 
 
 def frame_sizes(chunks: Iterable[bytes]) -> list[int]:

@@ -154,6 +154,11 @@ def complete_in_app(stats: dict[str, Any], app_fields: dict[str, Any],
 _instances = itertools.count(1)  # librdkafka numbers its handles in one sequence per process
 
 
+def next_client_number() -> int:
+    """The next client handle number of this process (``rdkafka#producer-<n>``: one sequence for every kind)."""
+    return next(_instances)
+
+
 class StatsEmitter:
     """The app's end: names this client as librdkafka would (``rdkafka#producer-1``), merges the app's
     fields into each snapshot from main and calls ``stats_cb`` with the JSON text."""
@@ -164,10 +169,12 @@ class StatsEmitter:
 
     @classmethod
     def from_config(cls, callback: Callable[[str], Any] | None, kind: str, interval_ms: int,
-                    client_id: str) -> StatsEmitter | None:
-        """Called once per client, so every client takes its handle number; None unless both a callback
-        and an interval are set (then main collects nothing)."""
-        number = next(_instances)
+                    client_id: str, number: int | None = None) -> StatsEmitter | None:
+        """Called once per client, so every client takes its handle number (unless ``number`` says which it
+        took: ``next_client_number``); None unless both a callback and an interval are set (then main
+        collects nothing)."""
+        if number is None:
+            number = next(_instances)
         if callback is None or interval_ms <= 0:
             return None
         return cls(callback, kind, client_id, number)

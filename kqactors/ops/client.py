@@ -30,6 +30,10 @@ STATS = "STATS"
 REQUEST = "REQUEST"
 # broker/N → requester: its one result
 RESPONSE = "RESPONSE"
+# any actor host → app: one librdkafka-style log record (the app emits it through its logger from poll())
+LOG = "LOG"
+# broker/N → app: the broker throttled this client (throttle_time_ms of a response); throttle_cb from poll()
+THROTTLE = "THROTTLE"
 
 
 def metadata_refresh_payload(topic: str, reason: str) -> dict[str, Any]:
@@ -52,3 +56,14 @@ def err_payload(code: int, reason: str, fatal: bool = False) -> dict[str, Any]:
 def broker_name(node_id: int) -> str:
     """Actor name of the broker actor for a node id (bootstrap brokers get negative ids)."""
     return f"broker/{node_id}"
+
+
+def log_payload(level: int, fac: str, message: str) -> dict[str, Any]:
+    """LOG payload: a syslog ``level`` (0..7), librdkafka's facility name (BROKER, METADATA, ...) and the
+    text; the app adds the client's name (``rdkafka#producer-1``) when it emits the record."""
+    return {"level": level, "fac": fac, "message": message}
+
+
+def throttle_payload(broker_name: str, broker_id: int, throttle_time_ms: int) -> dict[str, Any]:
+    """THROTTLE payload: ``broker_name`` is the broker's "host:port" (librdkafka's nodename)."""
+    return {"broker_name": broker_name, "broker_id": broker_id, "throttle_time_ms": throttle_time_ms}

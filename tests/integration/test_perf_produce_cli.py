@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -100,6 +102,28 @@ def test_kqactors_perf_produce_command_with_kqactors_producer(tansu, unique_topi
     assert summary["delivered"] == 4000 and summary["errors"] == {}
     assert summary["latency_p50_ms"] > 0
     assert partition_counts(tansu.bootstrap, unique_topic, 4000) == (3, 4000)
+
+
+def test_ctrl_c_stops_perf_produce_promptly_with_a_partial_summary(tansu, unique_topic):
+    command = [sys.executable, "-m", "kqactors.cli.main", "perf", "produce", "-b", tansu.bootstrap,
+               "--topic", unique_topic, "--count", "50000000", "--size", "100", "-q"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        time.sleep(5)  # producing by now
+        assert proc.poll() is None
+        interrupted_at = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - interrupted_at
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert took < 3, f"took {took:.1f} s to stop"
+    assert "Traceback" not in err
+    lines = out.splitlines()
+    assert lines[0] == "interrupted (Ctrl-C): partial results"
+    delivered, produced = (int(n) for n in re.search(r": (\d+)/(\d+) messages", lines[1]).groups())
+    assert 0 < delivered <= produced < 50000000
 
 
 @pytest.mark.parametrize("client", [

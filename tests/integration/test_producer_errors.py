@@ -114,8 +114,9 @@ def test_unknown_topic_is_reported_without_hanging(mock_cluster_factory, unique_
     cluster.topic_set_error(unique_topic, "UNKNOWN_TOPIC_OR_PART")
     reports = Reports()
     partitions: list[int] = []
-    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, "socket.timeout.ms": 2000,
-                   **FAST}) as producer:
+    # the topic is declared missing once topic.metadata.propagation.max.ms has passed since it was first used
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports,
+                   "topic.metadata.propagation.max.ms": 2000, **FAST}) as producer:
         started = time.monotonic()
         for i in range(5):
             producer.produce(unique_topic, b"%d" % i)

@@ -127,11 +127,12 @@ def test_unimplemented_librdkafka_properties_are_ignored_with_warning(caplog):
     assert "socket.max.fails" not in c.to_dict()
 
 
-def test_a_callback_that_is_never_called_is_named_in_a_warning(caplog):
+def test_callbacks_are_accepted_without_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="kqactors.config"):
-        Config({"throttle_cb": print, "stats_cb": print, "error_cb": print})
-    assert "throttle_cb is not supported by kqactors: it will not be called" in caplog.text
-    assert "stats_cb" not in caplog.text and "error_cb" not in caplog.text  # these are called
+        c = Config({"throttle_cb": print, "stats_cb": print, "error_cb": print})
+    assert caplog.text == ""  # every one of them is called
+    assert c.to_dict()["kqactors.throttle_cb"] is True  # broker actors then report throttling
+    assert Config({}).to_dict()["kqactors.throttle_cb"] is False
 
 
 def test_warnings_go_to_configured_logger():
@@ -277,3 +278,48 @@ def test_table_facts_agree_with_librdkafka_configuration_md():
         assert name not in PROPERTIES
     unknown = set(facts) - set(PROPERTIES) - set(ALIASES) - LIBRDKAFKA_ONLY - DEDICATED
     assert not unknown, f"librdkafka properties neither implemented nor listed as ignored: {sorted(unknown)}"
+
+
+def test_properties_whose_effect_cannot_apply_are_named_in_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="kqactors.config"):
+        Config({"api.version.request": True, "fetch.queue.backoff.ms": 1000}, kind="producer")
+    assert "not applied" not in caplog.text  # true is what kqactors does; the consumer property is only
+    assert "fetch.queue.backoff.ms is a consumer property" in caplog.text  # named as such for a producer
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kqactors.config"):
+        Config({"api.version.request": "false", "fetch.queue.backoff.ms": 10, "group.id": "g"}, kind="consumer")
+    assert "api.version.request is not applied by kqactors: kqactors always asks brokers" in caplog.text
+    assert "fetch.queue.backoff.ms is not applied by kqactors: fetching of a partition resumes" in caplog.text
+
+
+def test_allow_auto_create_topics_defaults_to_true_for_producers_only():
+    assert Config({}, kind="producer")["allow.auto.create.topics"] is True
+    assert Config({"group.id": "g"}, kind="consumer")["allow.auto.create.topics"] is False
+    assert Config({"allow.auto.create.topics": False}, kind="producer")["allow.auto.create.topics"] is False
+    assert Config({}, kind="producer").to_dict()["allow.auto.create.topics"] is True
+
+
+def test_default_topic_config_accepts_every_topic_level_librdkafka_property():
+    from kqactors.config.librdkafka_table import TABLE
+
+    samples = {"bool": True, "float": 1.0}
+    accepted = 0
+    for name, (kind, _scope, lo, _hi, choices, topic) in TABLE.items():
+        if not topic or name in DEDICATED:
+            continue
+        value = choices[0] if choices else (lo if kind == "int" else samples.get(kind, "x"))
+        if name == "partitioner":
+            value = "murmur2"
+        elif name in ("request.required.acks", "acks"):
+            value = 1
+        Config({"group.id": "g", "default.topic.config": {name: value}}, kind="consumer")
+        accepted += 1
+    assert accepted >= 12
+    for name in ("partitioner_cb", "msg_order_cmp", "opaque"):  # librdkafka's dedicated setters, refused there too
+        assert "must be set through dedicated" in _error({"default.topic.config": {name: print}})
+
+
+def test_group_protocol_type_other_than_consumer_is_refused_as_librdkafka_does():
+    # "consumer" is the only protocol type of the built-in assignors (and what JoinGroup sends)
+    assert _error({"group.id": "g", "group.protocol.type": "other"}, "consumer") == (
+        "Failed to create consumer: Unsupported partition.assignment.strategy: range")

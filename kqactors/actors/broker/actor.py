@@ -17,7 +17,8 @@ Ops out: the REQUEST's reply (RESPONSE), BROKER_STATE (to the owner), plus the p
 from __future__ import annotations
 
 import errno
-import logging
+import os
+import socket
 import time
 from typing import Any
 
@@ -25,7 +26,9 @@ from kqactors.actors.broker import transport as transports
 from kqactors.actors.broker.security import SECURITY_ERRORS, BrokerSecurity
 from kqactors.actors.broker.sink import ProduceSink
 from kqactors.actors.broker.source import FetchSource
+from kqactors.actors.broker.throttle import CLIENT_REPORTER, throttle_time_ms
 from kqactors.core.connection import (
+    MAX_RESPONSE_SIZE,
     Completion,
     Connection,
     ConnState,
@@ -34,15 +37,15 @@ from kqactors.core.connection import (
     Request,
 )
 from kqactors.core.consumer.settings import FetchSettings
+from kqactors.core.log import LOG_DEBUG, LOG_ERR, ClientLog
 from kqactors.core.stats import broker_stats, monotonic_us
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
+from kqactors.protocol.api import api_name
 from kqactors.protocol.requests import REQUEST_KINDS, RequestKind
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 from kqactors.runtime.threadsafe import ThreadInbox
-
-log = logging.getLogger(__name__)
 
 RECV_SIZE = 256 * 1024
 TICK_SECONDS = 0.05
@@ -52,6 +55,8 @@ _RESOLVED = "BROKER_RESOLVED"
 _REAUTH = "BROKER_REAUTH"
 REAUTH_AT = 0.9  # KIP-368: re-authenticate at 90% of the session lifetime the broker granted
 _PRE_TRANSPORT = (ConnState.CONNECT, ConnState.SSL_HANDSHAKE)
+_IDLE = (ConnState.INIT, ConnState.DOWN)  # no connection: one is made when work arrives (or a reconnect is due)
+_SUPPRESS_S = 30.0  # an identical connection failure within this long is logged at debug level only
 
 
 def _conf(config: dict[str, Any], name: str, default: Any) -> Any:
@@ -73,6 +78,12 @@ class BrokerActor(Actor):
         self.owner = owner
         self.socket_timeout_ms = int(_conf(config, "socket.timeout.ms", 60000))
         self.nagle_disable = bool(_conf(config, "socket.nagle.disable", True))
+        self.socket_options = {"keepalive": bool(_conf(config, "socket.keepalive.enable", False)),
+                               "sndbuf": int(_conf(config, "socket.send.buffer.bytes", 0)),
+                               "rcvbuf": int(_conf(config, "socket.receive.buffer.bytes", 0))}
+        self.family = transports.FAMILIES.get(str(_conf(config, "broker.address.family", "any")).lower(), 0)
+        self.idle_ms = int(_conf(config, "connections.max.idle.ms", 0))
+        self.log_connection_close = bool(_conf(config, "log.connection.close", True))
         self.max_in_flight = int(_conf(config, "max.in.flight.requests.per.connection", 1000000))
         self.security = BrokerSecurity(config)
         self.conn = Connection(
@@ -81,6 +92,7 @@ class BrokerActor(Actor):
             api_version_timeout_ms=int(_conf(config, "api.version.request.timeout.ms", 10000)),
             connect_timeout_ms=int(_conf(config, "socket.connection.setup.timeout.ms", 30000)),
             authenticator=self.security.authenticator, tls=self.security.tls,
+            max_response_size=int(_conf(config, "receive.message.max.bytes", MAX_RESPONSE_SIZE)),
         )
         self.backoff = ReconnectBackoff(int(_conf(config, "reconnect.backoff.ms", 100)),
                                         int(_conf(config, "reconnect.backoff.max.ms", 10000)))
@@ -101,8 +113,18 @@ class BrokerActor(Actor):
         self._reported_state = ""
         self._state_since_us = monotonic_us()
         self.bootstrap = node_id < 0  # main numbers the bootstrap servers -1, -2, ...
+        #: librdkafka's broker name ("127.0.0.1:9092/1", "127.0.0.1:9092/bootstrap"): log records start with it
+        self.log_name = self._broker_log_name()
+        self.clog = ClientLog.from_config(config, self._emit_log, thread=self.log_name)
+        if self.clog.debugging("protocol"):
+            self.conn.on_trace = self._trace
+        self.throttle = CLIENT_REPORTER
+        self.throttle_wanted = bool(config.get("kqactors.throttle_cb"))
+        self._decode_throttle = self.throttle_wanted or self.clog.debugging("broker", "msg")
+        self._last_failure: tuple[str, float] = ("", 0.0)
+        self._address = ""
         # the parts
-        self.sink = ProduceSink(self)
+        self.sink = ProduceSink(self, int(_conf(config, "queue.buffering.backpressure.threshold", 1)))
         self.sink.transactional_id = _conf(config, "transactional.id", None) or None
         self._handlers.update(self.sink.handlers())
         self.source: FetchSource | None = None
@@ -145,7 +167,7 @@ class BrokerActor(Actor):
     @on(_CONNECT)
     def _on_connect_timer(self, _op: Op) -> None:
         self.reconnect_timer = None
-        if self.conn.state in (ConnState.INIT, ConnState.DOWN) and not self.stopped:
+        if self.conn.state in _IDLE and not self.stopped:
             self._connect()
 
     @on(_TICK)
@@ -159,6 +181,8 @@ class BrokerActor(Actor):
         self._expire_requests(now)
         if self.source is not None:
             self.source.pump()
+        if self.idle_ms and self.conn.state == ConnState.UP:
+            self._check_idle(now)
 
     @on(ops.BROKER_UPDATE)
     def _on_update(self, op: Op) -> None:
@@ -166,6 +190,8 @@ class BrokerActor(Actor):
         host, port = payload.get("host", self.host), int(payload.get("port", self.port))
         if (host, port) != (self.host, self.port):
             self.host, self.port = host, port
+            self.log_name = self._broker_log_name()
+            self.clog.rename(self.log_name)
             self._addr_index = 0
             if self.conn.state != ConnState.DOWN:
                 self._disconnect(f"broker address changed to {host}:{port}", time.monotonic())
@@ -190,8 +216,8 @@ class BrokerActor(Actor):
         self.unsent_requests.append((op, time.monotonic()))
         if self.conn.state == ConnState.UP:
             self._flush_requests(time.monotonic())
-        elif self.conn.state == ConnState.DOWN and self.reconnect_timer is None:
-            self._connect()
+        else:
+            self.ensure_connecting()
 
     def _flush_requests(self, now: float) -> None:
         pending, self.unsent_requests = self.unsent_requests, []
@@ -254,6 +280,8 @@ class BrokerActor(Actor):
         if not completions:
             return
         for completion in completions:
+            if completion.response is not None and not completion.error_code:
+                self._observe_throttle(completion)
             complete, subject, kind, version = completion.request.context
             complete(subject, kind, version, completion)
         self.sink.resume()
@@ -278,7 +306,7 @@ class BrokerActor(Actor):
 
     def ensure_connecting(self) -> None:
         """Work is waiting: start a connection attempt now unless one is running or a reconnect is planned."""
-        if self.conn.state == ConnState.DOWN and self.reconnect_timer is None:
+        if self.conn.state in _IDLE and self.reconnect_timer is None and not self.stopped:
             self._connect()
 
     def _connect(self) -> None:
@@ -291,8 +319,12 @@ class BrokerActor(Actor):
         self.conn.counters.connects += 1
         self.conn.start_connect(now)
         self._report_state()
-        addresses = transports.numeric_address(self.host, self.port)
+        addresses = transports.numeric_address(self.host, self.port, self.family)
         if addresses is not None:
+            if not addresses:
+                self._connect_failed(f"Failed to resolve '{self.host}:{self.port}': address family not allowed "
+                                     "by broker.address.family", KafkaError._RESOLVE)
+                return
             self._connect_to(addresses)
             return
         # A host name: getaddrinfo may block for seconds, so it runs on a thread and the answer comes back
@@ -302,9 +334,11 @@ class BrokerActor(Actor):
         if self._inbox is None:
             self._inbox = ThreadInbox(self.ctx)
         post = self._inbox.post
+        family = self.family
         transports.resolve_in_thread(
             self.host, self.port,
-            lambda found, error: post(Op(_RESOLVED, {"seq": seq, "addresses": found, "error": error})))
+            lambda found, error: post(Op(_RESOLVED, {"seq": seq, "addresses": found, "error": error})),
+            (lambda host, port: transports.getaddrinfo(host, port, family)) if family else None)
 
     def _on_token(self, error: str) -> None:
         if self.stopped or self.transport is not None or self.conn.state not in (ConnState.INIT, ConnState.DOWN):
@@ -328,30 +362,32 @@ class BrokerActor(Actor):
     def _connect_to(self, addresses: list[transports.AddrInfo]) -> None:
         address = addresses[self._addr_index % len(addresses)]
         self._addr_index += 1
+        self._address = _describe_address(address)
         try:
-            transport = self.security.transport(address, self.host, self.nagle_disable)
+            transport = self.security.transport(address, self.host, self.nagle_disable, **self.socket_options)
         except transports.TlsError as exc:
             self._connect_failed(str(exc), KafkaError._SSL)
             return
         except OSError as exc:
-            self._connect_failed(f"connect to {self.host}:{self.port} failed: {exc}", KafkaError._TRANSPORT)
+            self._connect_failed(f"Connect to {self._address} failed: {exc.strerror or exc}", KafkaError._TRANSPORT)
             return
         try:
             transport.connect()
         except OSError as exc:
             transport.close()
-            self._connect_failed(f"connect to {self.host}:{self.port} failed: {exc.strerror or exc}",
-                                 KafkaError._TRANSPORT)
+            self._connect_failed(f"Connect to {self._address} failed: {exc.strerror or exc}", KafkaError._TRANSPORT)
             return
         self.transport = transport
         self.conn.tls = transport.needs_handshake
         self._fd = transport.fileno()
+        self.clog.debug("broker", "CONNECT", f"{self.log_name}: Connecting to {self._address} with socket {self._fd}")
         self.want_write = True
         self.ctx.register_fd(self._fd, self._on_readable, self._on_writable)
 
     def _connect_failed(self, reason: str, code: int) -> None:
         now = time.monotonic()
         reason = self._security_failure(code, reason)
+        self._log_failure(reason, now)
         self._dispatch(self.conn.on_disconnect(now, reason, code))
         self._fail_unsent(code, reason)
         self._schedule_reconnect(now)
@@ -371,9 +407,9 @@ class BrokerActor(Actor):
         if state == ConnState.CONNECT:
             err = self.transport.connect_error() if self.transport is not None else errno.EBADF
             if err:
-                self._disconnect(f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(err, err)}",
-                                 now)
+                self._disconnect(f"Connect to {self._address} failed: {_strerror(err)}", now)
                 return
+            self.clog.debug("broker", "CONNECT", f"{self.log_name}: Connected to {self._address}")
             self.conn.on_connected(now)
             self._report_state()
         if self.conn.state == ConnState.SSL_HANDSHAKE:
@@ -407,13 +443,16 @@ class BrokerActor(Actor):
         if self.conn.state == ConnState.SSL_HANDSHAKE:
             self._drive_transport_handshake(now)
             return
+        if self.conn.state == ConnState.CONNECT:  # a refused connect can be reported readable first
+            self._on_writable()
+            return
         before = self.conn.state
         try:
             buf = self._recv_buf
             while True:
                 received = transport.recv_into(buf)
                 if not received:
-                    self._disconnect("connection closed by broker", now)
+                    self._disconnect("Disconnected", now, closed_by_broker=True)
                     return
                 self._dispatch(self.conn.feed(buf[:received], now))
                 if received < RECV_SIZE or self.transport is None:
@@ -444,6 +483,9 @@ class BrokerActor(Actor):
         self.security.on_up()
         self._schedule_reauth()
         self._report_state()
+        if self.clog.debugging("feature", "protocol"):
+            versions = ", ".join(f"{api_name(key)} v{version}" for key, version in sorted(self.conn.versions.items()))
+            self.clog.debug("feature", "APIVERSION", f"{self.log_name}: Negotiated API versions: {versions}")
         self._flush_requests(now)
         self.sink.flush(now)
         if self.source is not None:
@@ -473,15 +515,18 @@ class BrokerActor(Actor):
             self._disconnect(f"send failed: {exc}", now)
             return
         self._watch(conn.has_output())
+        if self.sink.held:
+            self.sink.on_output_progress()
 
     def _watch(self, want_write: bool) -> None:
         if want_write != self.want_write and self.transport is not None:
             self.want_write = want_write
             self.ctx.register_fd(self._fd, self._on_readable, self._on_writable if want_write else None)
 
-    def _disconnect(self, reason: str, now: float, code: int = KafkaError._TRANSPORT) -> None:
+    def _disconnect(self, reason: str, now: float, code: int = KafkaError._TRANSPORT,
+                    closed_by_broker: bool = False) -> None:
         reason = self._security_failure(code, reason)
-        log.info("broker/%s %s:%s down: %s", self.node_id, self.host, self.port, reason)
+        self._log_failure(reason, now, closed_by_broker)
         self.conn.counters.disconnects += 1
         self._close_transport()
         self._dispatch(self.conn.on_disconnect(now, reason, code))
@@ -555,8 +600,104 @@ class BrokerActor(Actor):
 
     def _report_state(self) -> None:
         if self.conn.state.name != self._reported_state:
+            self.clog.debug("broker", "STATE", f"{self.log_name}: Broker changed state "
+                                               f"{self._reported_state or 'INIT'} -> {self.conn.state.name}")
             self._reported_state = self.conn.state.name
             self._state_since_us = monotonic_us()
         self.ctx.send(self.owner, Op(ops.BROKER_STATE, {
             "node_id": self.node_id, "name": self.ctx.name, "state": self.conn.state.name,
             "reason": self.conn.last_error, "host": self.host, "port": self.port}))
+
+    # ---- logs, throttling, idle connections ------------------------------------------------------------
+
+    def _broker_log_name(self) -> str:
+        if self.owner != "main" and self.ctx.name.startswith("cgrp-coord/"):
+            return f"GroupCoordinator/{self.node_id}"  # librdkafka's logical coordinator broker
+        return f"{self.host}:{self.port}/{'bootstrap' if self.bootstrap else self.node_id}"
+
+    def _emit_log(self, payload: dict[str, Any]) -> None:
+        self.ctx.send("app", Op(ops.LOG, payload))
+
+    def _trace(self, sent: bool, request: Request, nbytes: int, rtt_s: float) -> None:
+        """debug=protocol: every request sent and every response received on this connection."""
+        name = api_name(request.api_key)
+        if sent:
+            text = (f"{self.log_name}: Sent {name}Request (v{request.api_version}, {nbytes} bytes @ 0, "
+                    f"CorrId {request.corr_id})")
+            self.clog.debug("protocol", "SEND", text)
+        else:
+            text = (f"{self.log_name}: Received {name}Response (v{request.api_version}, {nbytes} bytes, "
+                    f"CorrId {request.corr_id}, rtt {rtt_s * 1000:.2f}ms)")
+            self.clog.debug("protocol", "RECV", text)
+
+    def _log_failure(self, reason: str, now: float, closed_by_broker: bool = False) -> None:
+        """librdkafka's FAIL record: an error, unless log.connection.close is off (or the broker closed a
+        connection idle for a minute: its idle reaper) for a broker's close, or the same failure was logged
+        less than 30 s ago; then only with debug=broker."""
+        level = LOG_ERR
+        if closed_by_broker:
+            idle_us = monotonic_us() - max(self.conn.counters.last_tx_us, self.conn.counters.last_rx_us)
+            quiet = not self.conn.in_flight and not self.conn.waiting
+            if not self.log_connection_close or (quiet and idle_us >= max(60000, self.socket_timeout_ms) * 1000):
+                level = LOG_DEBUG
+        last_reason, last_at = self._last_failure
+        if reason == last_reason and now - last_at < _SUPPRESS_S:
+            level = LOG_DEBUG
+        elif level == LOG_ERR:
+            self._last_failure = (reason, now)
+        state = self._reported_state or self.conn.state.name
+        after_ms = max(0, (monotonic_us() - self._state_since_us) // 1000)
+        text = f"{self.log_name}: {reason} (after {after_ms}ms in state {state})"
+        if level == LOG_DEBUG:
+            self.clog.debug("broker", "FAIL", text)
+        else:
+            self.clog.log(level, "FAIL", text)
+
+    def _observe_throttle(self, completion: Completion) -> None:
+        request = completion.request
+        throttle_ms = throttle_time_ms(request.api_key, request.api_version, completion.response,
+                                       self._decode_throttle)
+        report = self.throttle.observe(throttle_ms)
+        if report is None:
+            return
+        self.clog.debug("broker", "THROTTLE", f"{self.log_name}: {api_name(request.api_key)} throttled by broker "
+                                              f"for {report}ms")
+        if self.throttle_wanted:
+            self.ctx.send("app", Op(ops.THROTTLE, ops.throttle_payload(
+                f"{self.host}:{self.port}", -1 if self.bootstrap else self.node_id, report)))
+
+    def _check_idle(self, now: float) -> None:
+        """connections.max.idle.ms: a connection with nothing to do for that long is closed; the next piece of
+        work opens a new one (the broker is INIT meanwhile, as a connection not made yet)."""
+        conn = self.conn
+        if conn.in_flight or conn.waiting or conn.has_output() or self.sink.unsent or self.unsent_requests:
+            return
+        counters = conn.counters
+        last_us = max(counters.last_tx_us, counters.last_rx_us, self._state_since_us)
+        idle_ms = (monotonic_us() - last_us) // 1000
+        if idle_ms < self.idle_ms:
+            return
+        self.clog.debug("broker", "FAIL", f"{self.log_name}: Connection max idle time exceeded ({idle_ms}ms "
+                                          "since last activity)")
+        counters.disconnects += 1
+        self._close_transport()
+        self._dispatch(conn.on_disconnect(now, "connection max idle time exceeded", KafkaError._TRANSPORT))
+        conn.state = ConnState.INIT
+        self._report_state()
+
+
+def _describe_address(address: transports.AddrInfo) -> str:
+    """librdkafka's form of a socket address: ``ipv4#127.0.0.1:9092``, ``ipv6#[::1]:9092``."""
+    family, _kind, _proto, sockaddr = address
+    if family == socket.AF_INET6:
+        return f"ipv6#[{sockaddr[0]}]:{sockaddr[1]}"
+    if family == socket.AF_INET:
+        return f"ipv4#{sockaddr[0]}:{sockaddr[1]}"
+    return str(sockaddr)
+
+
+def _strerror(err: int) -> str:
+    try:
+        return os.strerror(err)
+    except (ValueError, OverflowError):
+        return errno.errorcode.get(err, str(err))

@@ -51,15 +51,17 @@ class BrokerSecurity:
         return f"<BrokerSecurity {self.protocol} {self.mechanism}>".replace(" >", ">")
 
     # ---- transports ------------------------------------------------------------------------------------
-    def transport(self, address: transports.AddrInfo, host: str, nodelay: bool) -> transports.Transport:
-        """A transport for one attempt. Raises TlsError when the TLS settings cannot be applied."""
+    def transport(self, address: transports.AddrInfo, host: str, nodelay: bool,
+                  **socket_options: Any) -> transports.Transport:
+        """A transport for one attempt (``socket_options``: keepalive, sndbuf, rcvbuf). Raises TlsError when the
+        TLS settings cannot be applied."""
         if not self.tls:
-            return transports.PlainTransport(address, nodelay)
+            return transports.PlainTransport(address, nodelay, **socket_options)
         try:
             context = context_for(self._tls_config)
         except TlsConfigError as exc:
             raise transports.TlsError(str(exc)) from None
-        return transports.TlsTransport(address, context, host, nodelay)
+        return transports.TlsTransport(address, context, host, nodelay, **socket_options)
 
     # ---- OAUTHBEARER tokens --------------------------------------------------------------------------------
     def needs_token(self) -> bool:

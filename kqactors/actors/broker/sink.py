@@ -3,6 +3,10 @@ XMITs from toppar actors wait here until the connection is UP, are collated into
 pre-encoded batches spliced by reference, never copied or re-encoded) and every one gets exactly one
 XMIT_RESULT back to its sender — on the response, a failure, a timeout, or when never sent.
 
+Backpressure (queue.buffering.backpressure.threshold, librdkafka's): while that many requests are queued on
+the connection but not yet written to the socket, no new Produce request is made; the XMITs wait here and
+are collated into fewer, larger requests once the socket takes the earlier ones.
+
 Ops in:  XMIT (toppar), BROKER_FLUSH (itself, once per host turn with new XMITs).
 Ops out: XMIT_RESULT (to the XMIT's sender).
 """
@@ -39,6 +43,7 @@ class XmitEntry:
     batch: Any
     received_at: float
     deadline_ms: int | None = None  # wall clock (ms) of the first message's message.timeout.ms
+    record_count: int = -1
 
 
 def collate_produce(entries: list[XmitEntry], max_bytes: int = MAX_PRODUCE_REQUEST_BYTES
@@ -75,13 +80,18 @@ def _timeout_code(entry: XmitEntry, wall_ms: float) -> int:
 class ProduceSink:
     """The broker actor's produce part; it reaches the connection and the context through ``broker``."""
 
-    def __init__(self, broker: BrokerActor) -> None:
+    def __init__(self, broker: BrokerActor, backpressure: int = 1) -> None:
         self.broker = broker
         self.unsent: list[XmitEntry] = []
         self.flush_scheduled = False
         #: a transactional producer's transactional.id: Produce requests carry it (the broker authorizes and,
         #: with KIP-890, verifies transactional batches by it)
         self.transactional_id: str | None = None
+        #: queue.buffering.backpressure.threshold: untransmitted requests that hold back new ones
+        self.backpressure = max(1, int(backpressure))
+        #: True when XMITs wait because of the backpressure threshold (``on_output_progress`` resumes them)
+        self.held = False
+        self._in_flush = False
 
     def handlers(self) -> dict[str, Any]:
         return {pops.XMIT: self._on_xmit, _FLUSH: self._on_flush}
@@ -95,7 +105,8 @@ class ProduceSink:
             entry = XmitEntry(op.sender or "", payload["topic"], int(payload["partition"]),
                               payload["batch_id"], int(payload.get("toppar_version", 0)),
                               int(payload.get("acks", -1)), int(payload.get("timeout_ms", 30000)),
-                              op.frames[0], time.monotonic(), payload.get("deadline_ms"))
+                              op.frames[0], time.monotonic(), payload.get("deadline_ms"),
+                              int(payload.get("record_count", -1)))
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             self._send_xmit_error(op, KafkaError._INVALID_ARG, f"malformed XMIT: {exc!r}")
             if op.is_request:
@@ -131,7 +142,23 @@ class ProduceSink:
                                   sent=False)
             return
         socket_timeout_ms = broker.socket_timeout_ms
+        self.held = False
+        self._in_flush = True
+        try:
+            self._make_requests(conn, version, socket_timeout_ms, now)
+        finally:
+            self._in_flush = False
+        broker.write()
+
+    def _make_requests(self, conn: Any, version: int, socket_timeout_ms: int, now: float) -> None:
+        broker = self.broker
+        debug = broker.clog.debugging("msg")
         while self.unsent and len(conn.in_flight) + len(conn.waiting) < broker.max_in_flight:
+            if conn.untransmitted >= self.backpressure:
+                broker.write()  # the socket may take the earlier requests now
+                if conn.untransmitted >= self.backpressure:
+                    self.held = True
+                    return
             taken, self.unsent = collate_produce(self.unsent)
             timeout_ms = socket_timeout_ms
             wall_ms = time.time() * 1000
@@ -143,10 +170,20 @@ class ProduceSink:
                     self._xmit_result(entry, _timeout_code(entry, wall_ms), error_message="timed out", sent=False)
                 continue
             body = encode_produce(version, taken, self.transactional_id)
+            if debug:
+                for entry in taken:
+                    broker.clog.debug("msg", "PRODUCE", f"{broker.log_name}: {entry.topic} [{entry.partition}]: "
+                                                        f"Produce MessageSet with {entry.record_count} message(s) "
+                                                        f"({len(entry.batch)} bytes, ApiVersion {version}, "
+                                                        f"MsgVersion 2, acks {entry.acks})")
             conn.enqueue(Request(PRODUCE.api_key, version, body, PRODUCE.is_flexible(version),
                                  expect_response=taken[0].acks != 0, timeout_ms=timeout_ms,
                                  context=(self.complete, taken, PRODUCE, version)), now)
-        broker.write()
+
+    def on_output_progress(self) -> None:
+        """The socket took bytes: XMITs held back by the backpressure threshold may go now."""
+        if self.held and not self._in_flush and self.broker.conn.untransmitted < self.backpressure:
+            self.flush(time.monotonic())
 
     def resume(self) -> None:
         """After completions: more XMITs may fit in the in-flight window now."""
@@ -206,11 +243,17 @@ class ProduceSink:
     def _xmit_result(self, entry: XmitEntry, error_code: int, base_offset: int = -1, log_append_time: int = -1,
                      log_start_offset: int = -1, record_errors: list | None = None,
                      error_message: str | None = None, sent: bool = True) -> None:
+        broker = self.broker
         payload = pops.xmit_result_payload(entry.topic, entry.partition, entry.batch_id, entry.toppar_version,
                                           error_code, base_offset, log_append_time, log_start_offset,
-                                          record_errors, error_message, self.broker.node_id, sent)
+                                          record_errors, error_message, broker.node_id, sent)
+        if broker.clog.contexts and broker.clog.debugging("msg"):
+            outcome = (f"delivered (base offset {base_offset})" if not error_code else
+                       f"failed: {KafkaError(error_code).str()}{f' ({error_message})' if error_message else ''}")
+            broker.clog.debug("msg", "MSGSET", f"{broker.log_name}: {entry.topic} [{entry.partition}]: MessageSet "
+                                               f"with {entry.record_count} message(s) {outcome}")
         if entry.sender:
-            self.broker.ctx.send(entry.sender, Op(pops.XMIT_RESULT, payload))
+            broker.ctx.send(entry.sender, Op(pops.XMIT_RESULT, payload))
 
     def _send_xmit_error(self, op: Op, code: int, message: str) -> None:
         payload = op.payload if isinstance(op.payload, dict) else {}

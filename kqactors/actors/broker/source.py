@@ -165,6 +165,8 @@ class FetchSource:
         broker = self.broker
         conn = broker.conn
         if conn.state != ConnState.UP or self.planner.in_flight is not None or broker.stopped:
+            if conn.state == ConnState.INIT and self.fetch_owner and not broker.stopped:
+                broker.ensure_connecting()  # closed while idle (connections.max.idle.ms): there is work now
             return
         plan = self.planner.build()
         if plan is None:
@@ -182,6 +184,10 @@ class FetchSource:
             return
         body = FETCH.encode(version, {"request": plan.request}, [])
         self.fetch_requests += 1
+        if broker.clog.debugging("fetch"):
+            for (topic, partition), (part_version, offset, max_bytes) in plan.partitions.items():
+                broker.clog.debug("fetch", "FETCH", f"{broker.log_name}: Fetch topic {topic} [{partition}] at offset "
+                                                    f"{offset} (v{part_version}, max {max_bytes} bytes)")
         conn.enqueue(Request(FETCH.api_key, version, body, FETCH.is_flexible(version), timeout_ms=plan.timeout_ms,
                              context=(self.complete, plan, FETCH, version)), time.monotonic())
         broker.write()
@@ -201,6 +207,10 @@ class FetchSource:
             return
         outcome = self.planner.handle_response(plan, response)
         self.fetched_bytes += outcome.received_bytes
+        if broker.clog.debugging("fetch"):
+            broker.clog.debug("fetch", "FETCH", f"{broker.log_name}: Fetch reply: {outcome.received_bytes} bytes, "
+                                                f"{len(outcome.slices)} slice(s), {len(outcome.errors)} error(s), "
+                                                f"{len(outcome.resets)} offset reset(s)")
         send = broker.ctx.send
         for sl in outcome.slices:
             owner = self.fetch_owner.get((sl.topic, sl.partition))

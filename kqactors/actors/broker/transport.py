@@ -26,6 +26,24 @@ from kqactors.errors import KafkaError
 AddrInfo = tuple[int, int, int, Any]
 """(family, type, proto, sockaddr) — the part of a getaddrinfo entry a transport needs."""
 
+FAMILIES = {"any": socket.AF_UNSPEC, "v4": socket.AF_INET, "v6": socket.AF_INET6}
+"""broker.address.family → the address family lookups are limited to."""
+
+
+def apply_socket_options(sock: socket.socket, nodelay: bool = True, keepalive: bool = False, sndbuf: int = 0,
+                         rcvbuf: int = 0) -> None:
+    """librdkafka's broker socket options: socket.nagle.disable (TCP_NODELAY), socket.keepalive.enable
+    (SO_KEEPALIVE), socket.send.buffer.bytes / socket.receive.buffer.bytes (SO_SNDBUF / SO_RCVBUF; 0 keeps
+    the system's default). Set before connecting, so the buffer sizes shape the TCP window."""
+    if nodelay:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if keepalive:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if sndbuf > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    if rcvbuf > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+
 
 class Transport(Protocol):
     """One connection attempt's socket. ``write``/``recv_into`` raise BlockingIOError when they would block."""
@@ -54,12 +72,16 @@ class PlainTransport:
 
     needs_handshake = False
 
-    def __init__(self, address: AddrInfo, nodelay: bool = True) -> None:
+    def __init__(self, address: AddrInfo, nodelay: bool = True, keepalive: bool = False, sndbuf: int = 0,
+                 rcvbuf: int = 0) -> None:
         family, kind, proto, self.sockaddr = address
         sock = socket.socket(family, kind, proto)
         sock.setblocking(False)
-        if nodelay:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            apply_socket_options(sock, nodelay, keepalive, sndbuf, rcvbuf)
+        except OSError:
+            sock.close()
+            raise
         self.sock = sock
         self.write: Callable[[list[Any]], int] = sock.sendmsg
         self.recv_into: Callable[[memoryview], int] = sock.recv_into
@@ -121,8 +143,8 @@ class TlsTransport(PlainTransport):
     needs_handshake = True
 
     def __init__(self, address: AddrInfo, context: ssl.SSLContext, server_hostname: str,
-                 nodelay: bool = True) -> None:
-        super().__init__(address, nodelay)
+                 nodelay: bool = True, **socket_options: Any) -> None:
+        super().__init__(address, nodelay, **socket_options)
         self.context = context
         self.server_hostname = server_hostname
         self.ssl_sock: ssl.SSLSocket | None = None
@@ -211,20 +233,22 @@ class TlsTransport(PlainTransport):
         self.sock.close()
 
 
-def numeric_address(host: str, port: int) -> list[AddrInfo] | None:
-    """Addresses of a numeric host (an IP literal) without any lookup, or None when ``host`` is a name."""
+def numeric_address(host: str, port: int, family: int = socket.AF_UNSPEC) -> list[AddrInfo] | None:
+    """Addresses of a numeric host (an IP literal) without any lookup, or None when ``host`` is a name. An
+    IP literal of another family than ``family`` has no address: the empty list."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
     except (socket.gaierror, UnicodeError):
         return None
-    return [(family, kind, proto, address) for family, kind, proto, _name, address in infos]
+    return [(fam, kind, proto, address) for fam, kind, proto, _name, address in infos
+            if family == socket.AF_UNSPEC or fam == family]
 
 
-def getaddrinfo(host: str, port: int) -> list[AddrInfo]:
-    """The blocking lookup (run on a worker thread). Raises OSError."""
-    return [(family, kind, proto, address)
-            for family, kind, proto, _name, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+def getaddrinfo(host: str, port: int, family: int = socket.AF_UNSPEC) -> list[AddrInfo]:
+    """The blocking lookup (run on a worker thread), limited to ``family``. Raises OSError."""
+    return [(fam, kind, proto, address) for fam, kind, proto, _name, address
+            in socket.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)]
 
 
 def resolve_in_thread(host: str, port: int, deliver: Callable[[list[AddrInfo] | None, str], Any],

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kqactors.config.security import SECURITY_PROPERTIES
 from kqactors.core.group.settings import GroupSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
@@ -58,14 +57,6 @@ GROUP_OP_TYPES = APP_OP_TYPES
 
 _POLL_REPORT_S = 0.25  # how often poll() tells the actor (max.poll.interval.ms) and ships stored offsets
 _DEFAULT_TIMEOUT_S = 10.0
-_SHIPPED_KEYS = (
-    "group.id", "group.instance.id", "partition.assignment.strategy", "session.timeout.ms",
-    "heartbeat.interval.ms", "max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms",
-    "enable.auto.offset.store", "retry.backoff.ms", "retry.backoff.max.ms", "client.rack", "socket.timeout.ms",
-    "topic.metadata.refresh.interval.ms", "group.protocol", "group.remote.assignor",
-) + SECURITY_PROPERTIES  # the group's coordinator connections authenticate as every broker connection does
-
-
 @dataclass(frozen=True)
 class GroupMetadata:
     """What consumer_group_metadata() returns (send_offsets_to_transaction needs these)."""
@@ -77,8 +68,10 @@ class GroupMetadata:
 
 
 def _plain(config: Any) -> dict[str, Any]:
+    """The configuration the cgrp actor gets: all of it (its coordinator connections are broker actors, which
+    read the connection, socket and logging properties too)."""
     data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    return {k: data[k] for k in _SHIPPED_KEYS if k in data and data[k] is not None}
+    return {k: v for k, v in data.items() if v is not None}
 
 
 def _error_from_tuple(data: Any) -> KafkaError | None:

@@ -21,6 +21,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kqactors import __version__
+from kqactors._model import ThrottleEvent
 from kqactors.client.handle.metadata import ClusterMetadata, request_metadata
 from kqactors.client.handle.oauth import (
     TOKEN_ACTOR_FACTORY,
@@ -29,7 +31,8 @@ from kqactors.client.handle.oauth import (
     token_actor_args,
 )
 from kqactors.config import Config
-from kqactors.core.stats import StatsEmitter
+from kqactors.core.log import LOG_ERR, ClientLog, python_level
+from kqactors.core.stats import StatsEmitter, next_client_number
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import client as ops
 from kqactors.ops import security as sops
@@ -37,6 +40,9 @@ from kqactors.runtime.op import CHILD_EXITED, Op
 from kqactors.runtime.runtime import AppQueue, Runtime
 
 __all__ = ["ClientHandle", "DownHandler", "timeout_seconds"]
+
+LOG_FORWARDER = "kqactors.actors.log:LogForwarder"
+"""Each host's log forwarder (``log/<host key>``): the host's Python log records come to the app as LOG ops."""
 
 DownHandler = Callable[[str, list[str], int], None]
 """handler(host key, names of the actors it ran, how often that host has died so far)."""
@@ -66,11 +72,16 @@ class ClientHandle:
         self.kind = kind
         self.callbacks: dict[str, Any] = conf.callbacks()
         self.error_cb: Callable[[KafkaError], Any] | None = self.callbacks.get("error_cb")
+        self.throttle_cb: Callable[[ThrottleEvent], Any] | None = self.callbacks.get("throttle_cb")
         self.logger: Any = self.callbacks.get("logger") or logger
         #: the configuration as plain data, for the actors (config ships to hosts as a dict)
         self.shipped: dict[str, Any] = conf.to_dict()
+        number = next_client_number()
+        #: librdkafka's handle name, ``<client.id>#<kind>-<n>``: every log record names it
+        self.name = f"{conf['client.id']}#{kind}-{number}"
+        self.log = ClientLog.from_config(conf, self.emit_log, thread="app")
         self.stats = StatsEmitter.from_config(self.callbacks.get("stats_cb"), kind,
-                                              int(conf["statistics.interval.ms"]), str(conf["client.id"]))
+                                              int(conf["statistics.interval.ms"]), str(conf["client.id"]), number)
         if self.stats is None:
             self.shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
         self.socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
@@ -85,6 +96,7 @@ class ClientHandle:
         self.on_restarted: Callable[[Op], Any] | None = None
         self._down_handlers: list[DownHandler] = []
         self._metadata_listeners: list[Callable[[ClusterMetadata], Any]] = []
+        self._log_initialized()
 
     # ---- processes ---------------------------------------------------------------------------------------
     def toppar_hosts(self) -> range:
@@ -97,6 +109,7 @@ class ClientHandle:
         other when the first toppar is spawned) and monitor every host. On failure nothing is left running."""
         rt = Runtime(hosts=self.hosts + 1)
         try:
+            self._start_log_forwarders(rt)
             preload = list(preload)
             if preload:
                 rt.preload(preload, self.toppar_hosts())
@@ -174,14 +187,58 @@ class ClientHandle:
             if self.on_restarted is not None:
                 self.on_restarted(op)
             return 0
+        if kind == ops.LOG:
+            return self.serve_log(op.payload)
+        if kind == ops.THROTTLE:
+            return self.serve_throttle(op.payload)
         return None
 
     def report_error(self, error: KafkaError) -> None:
-        """error_cb, or the client's logger when there is none."""
+        """error_cb, or without one librdkafka's ERROR record on the client's logger."""
         if self.error_cb is not None:
             self.error_cb(error)
         else:
-            self.logger.log(logging.ERROR, f"kqactors {self.kind} error: {error}")
+            self.log.log(LOG_ERR, "ERROR", f"{self.name}: {error.str()}")
+
+    # ---- logs and throttling -----------------------------------------------------------------------------
+    def _start_log_forwarders(self, rt: Runtime) -> None:
+        """One ``log/<host>`` actor per host: what code on an actor host logs through Python's logging comes to
+        the app as LOG ops (spawned before anything else runs there, while the hosts are idle)."""
+        config = {name: self.shipped.get(name) for name in ("log_level", "debug", "log.thread.name")}
+        for key in rt.host_keys:
+            rt.spawn(f"log/{key}", LOG_FORWARDER, {"config": config}, host=key)
+
+    def _log_initialized(self) -> None:
+        """librdkafka's first records: INIT (with any debug context) and the configuration (debug ``conf``)."""
+        log = self.log
+        log.debug_any("INIT", f"kqactors v{__version__} {self.name} initialized (kqactors.hosts {self.hosts}, "
+                              f"debug {','.join(sorted(log.contexts))})")
+        if log.debugging("conf"):
+            log.debug("conf", "CONF", "Client configuration:")
+            for name, value in sorted(self.conf.explicit_items()):
+                log.debug("conf", "CONF", f"  {name} = {value}")
+
+    def emit_log(self, payload: Any) -> None:
+        """Write one record to the client's logger as confluent-kafka does:
+        ``logger.log(level, "%s [%s] %s", facility, client name, message)``."""
+        if not isinstance(payload, dict):
+            return
+        self.logger.log(python_level(int(payload.get("level", 6))), "%s [%s] %s", payload.get("fac", ""),
+                        self.name, payload.get("message", ""))
+
+    def serve_log(self, payload: Any) -> int:
+        """A LOG op from an actor host, served by poll(): counts as a served callback when the application
+        configured its own ``logger`` (confluent-kafka then emits logs from poll() too)."""
+        self.emit_log(payload)
+        return 1 if "logger" in self.callbacks else 0
+
+    def serve_throttle(self, payload: Any) -> int:
+        """A THROTTLE op from a broker actor: throttle_cb(ThrottleEvent) with the time in seconds."""
+        if self.throttle_cb is None or not isinstance(payload, dict):
+            return 0
+        self.throttle_cb(ThrottleEvent(str(payload.get("broker_name", "")), int(payload.get("broker_id", -1)),
+                                       int(payload.get("throttle_time_ms", 0)) / 1000.0))
+        return 1
 
     # ---- metadata ------------------------------------------------------------------------------------------
     def on_metadata(self, listener: Callable[[ClusterMetadata], Any]) -> None:

@@ -53,7 +53,6 @@ MAIN_FACTORY = "kqactors.actors.main:MainActor"
 # hundreds of milliseconds late, in bursts.
 _FLUSH_MESSAGES = 4096
 _METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
-_METADATA_WAIT_S = 10.0         # how long a new topic's partition count is waited for before its messages fail
 _CLOSE_FLUSH_S = 5.0
 _IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (a host's death wakes it)
 # A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
@@ -128,6 +127,8 @@ class Producer(_ProducerBase):
         self._buffers = new_producer_buffers(int(conf["queue.buffering.max.messages"]),
                                              int(conf["queue.buffering.max.kbytes"]))
         self._socket_timeout_s = handle.socket_timeout_s
+        # topic.metadata.propagation.max.ms: how long a new topic may stay unknown before its messages fail
+        self._propagation_s = int(conf["topic.metadata.propagation.max.ms"]) / 1000.0
         linger_s = self._settings.linger_ms / 1000.0
         self._tick_s = min(max(linger_s / 2, 0.0005), 0.005)
         # linger.ms=0 asks for latency: the first message after a hand-over wakes the flusher at once (as
@@ -332,7 +333,7 @@ class Producer(_ProducerBase):
         if self._lookup_failed_recently(topic):
             return None
         # A topic being auto-created may need a few metadata rounds before it has partitions.
-        deadline = time.monotonic() + min(self._socket_timeout_s, _METADATA_WAIT_S)
+        deadline = time.monotonic() + self._propagation_s
         while True:
             remaining = deadline - time.monotonic()
             try:

@@ -308,6 +308,10 @@ class GroupStateMachine(JoinMixin, OffsetsMixin):
             self._schedule_coord_retry(now)
             return
         self._coord_backoff_ms = self.settings.retry_backoff_ms
+        # coordinator.query.interval.ms: ask again now and then, in case the group moved to another broker
+        self._set_deadline("coord_query", now + self.settings.coordinator_query_interval_ms)
+        if self.coord_state is CoordState.UP and self.coordinator == (node_id, host, port):
+            return  # a periodic query: nothing changed
         self.coord_state = CoordState.UP
         if self.coordinator != (node_id, host, port):
             self.coordinator = (node_id, host, port)

@@ -38,6 +38,7 @@ class GroupSettings:
     client_rack: str | None = None
     group_protocol: str = "classic"
     remote_assignor: str | None = None
+    coordinator_query_interval_ms: int = 600000
 
     def __post_init__(self) -> None:
         if not self.group_id:
@@ -53,7 +54,7 @@ class GroupSettings:
         if len({a.rebalance_protocol for a in assignors}) > 1:
             raise _invalid("partition.assignment.strategy cannot mix eager and cooperative assignors")
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
-                     "retry_backoff_ms", "retry_backoff_max_ms"):
+                     "retry_backoff_ms", "retry_backoff_max_ms", "coordinator_query_interval_ms"):
             if getattr(self, name) <= 0:
                 raise _invalid(f"{name.replace('_', '.')} must be positive")
 
@@ -95,4 +96,5 @@ class GroupSettings:
             client_rack=rack,
             group_protocol=str(config.get("group.protocol", "classic") or "classic"),
             remote_assignor=config.get("group.remote.assignor") or None,
+            coordinator_query_interval_ms=int(config.get("coordinator.query.interval.ms", 600000) or 600000),
         )

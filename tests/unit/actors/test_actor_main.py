@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kqactors.actors.main import MainActor, parse_bootstrap
@@ -183,3 +185,53 @@ def test_all_brokers_down_reported_once():
         actor.handle(Op(ops.BROKER_STATE, {"node_id": node_id, "state": "DOWN"}))
     errs = ctx.take(ops.ERR)
     assert [e[1]["code"] for e in errs] == [KafkaError._ALL_BROKERS_DOWN]
+
+
+def test_metadata_requests_follow_allow_auto_create_topics():
+    for allowed in (True, False):
+        actor, ctx = started(**{"allow.auto.create.topics": allowed})
+        ctx.requests[0][2](response(wire([1])))
+        actor.handle(Op(ops.METADATA_REFRESH, ops.metadata_refresh_payload("new", "produce")))
+        (_, refresh, _) = ctx.requests[-1]
+        assert refresh.payload["args"] == {"topics": ["new"], "allow_auto_create": allowed}
+        # the producer's look-up asks to create; the property has the last word
+        actor.handle(Op(ops.METADATA, {"topics": ["other"], "allow_auto_create": True}, reply_to=("app", 1, 0)))
+        assert ctx.requests[-1][1].payload["args"]["allow_auto_create"] is allowed
+        # list_topics() never creates
+        actor.handle(Op(ops.METADATA, {"topics": ["x"], "allow_auto_create": False}, reply_to=("app", 1, 0)))
+        assert ctx.requests[-1][1].payload["args"]["allow_auto_create"] is False
+        # the group's requests do not say: the property decides
+        actor.handle(Op(ops.METADATA, {"topics": ["sub"]}, reply_to=("cgrp", 1, 0)))
+        assert ctx.requests[-1][1].payload["args"]["allow_auto_create"] is allowed
+
+
+def test_cache_entries_older_than_metadata_max_age_expire():
+    actor, ctx = started(**{"metadata.max.age.ms": 1000, "debug": "metadata"})
+    ctx.requests[0][2](response(wire([1, 2])))
+    assert set(actor.cache.topics) == {"t"}
+    actor._expire_metadata(time.monotonic() + 0.5)
+    assert set(actor.cache.topics) == {"t"}
+    actor._expire_metadata(time.monotonic() + 1.5)
+    assert actor.cache.topics == {}
+    logs = [p["message"] for _, p in ctx.take(ops.LOG)]
+    assert "[thrd:main]: Expired 1 entries from metadata cache (0 entries remain)" in logs
+    assert ctx.take(pops.LEADER) == [] and ctx.take(ops.PARTITION_LEAVE) == []  # partitions keep their leaders
+    # a partition that joins afterwards asks for fresh metadata
+    before = len(ctx.requests)
+    actor.handle(Op(pops.TOPPAR_JOIN, {"topic": "t", "partition": 0}, sender="toppar/t/0"))
+    actor._on_tick(None)
+    assert ctx.requests[before][1].payload["args"]["topics"] == ["t"]
+
+
+def test_debug_contexts_log_brokers_metadata_and_leader_changes():
+    actor, ctx = started(debug="broker,topic,metadata")
+    ctx.requests[0][2](response(wire([1, 2])))
+    logs = [(p["fac"], p["message"].removeprefix("[thrd:main]: ")) for _, p in ctx.take(ops.LOG)]
+    assert ("BROKER", "127.0.0.1:9001/bootstrap: Added new broker with NodeId -1") in logs
+    assert ("BROKER", "127.0.0.1:9001/1: Added new broker with NodeId 1") in logs
+    assert ("METADATA", "Received metadata: 2 broker(s), 1 topic(s) (controller -1)") in logs
+    assert ("PARTCNT", "Topic t partition count changed from 0 to 2") in logs
+    assert ("TOPBRK", "Topic t [1]: leader changed from broker -1 to 2 (leader epoch 0)") in logs
+    quiet, ctx = started()
+    ctx.requests[0][2](response(wire([1, 2])))
+    assert ctx.take(ops.LOG) == []

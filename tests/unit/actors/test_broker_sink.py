@@ -1,11 +1,15 @@
-"""Unit tests for the broker actor's produce part: XMIT collation (kqactors.actors.broker.sink)."""
+"""Unit tests for the broker actor's produce part: XMIT collation and the backpressure threshold
+(kqactors.actors.broker.sink)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqactors.actors.broker.sink import XmitEntry, collate_produce
+from kqactors.actors.broker.sink import ProduceSink, XmitEntry, collate_produce
+from kqactors.core.log import ClientLog
+from kqactors.protocol.requests import PRODUCE
+from tests.unit.core.test_connection import drain, up_connection
 
 
 def entry(topic="t", partition=0, acks=-1, size=10, batch_id=0) -> XmitEntry:
@@ -46,3 +50,52 @@ def test_collate_never_reorders_a_partition(items):
         ids = [e.batch_id for e in sent if e.partition == p]
         assert ids == sorted(ids)
     assert sorted(e.batch_id for e in sent) == list(range(len(entries)))
+
+
+class _FakeBroker:
+    """What ProduceSink reaches through its broker: a real connection (UP) whose socket takes nothing until
+    the test drains it."""
+
+    node_id = 1
+    log_name = "127.0.0.1:9092/1"
+    socket_timeout_ms = 30000
+    max_in_flight = 1000
+
+    def __init__(self) -> None:
+        self.conn = up_connection(max_in_flight=1000)
+        self.clog = ClientLog(lambda record: None)
+        self.ctx = None
+
+    def write(self) -> None:
+        pass  # the socket is full: nothing leaves until drain()
+
+    def ensure_connecting(self) -> None:
+        pass
+
+
+def _requests_made(threshold: int) -> list[list[int]]:
+    """XMITs of three partitions arriving one per host turn while the socket takes nothing; the partitions of
+    each Produce request made."""
+    broker = _FakeBroker()
+    sink = ProduceSink(broker, threshold)  # type: ignore[arg-type]
+    made: list[list[int]] = []
+    original = broker.conn.enqueue
+
+    def enqueue(request, now):
+        if request.api_key == PRODUCE.api_key:
+            entries = request.context[1]
+            made.append([e.partition for e in entries])
+        original(request, now)
+
+    broker.conn.enqueue = enqueue
+    for partition in range(3):
+        sink.unsent.append(entry("t", partition, batch_id=partition))
+        sink.flush(0.0)
+    drain(broker.conn)  # the socket takes everything written so far
+    sink.on_output_progress()
+    return made
+
+
+def test_backpressure_threshold_holds_new_requests_and_collates_what_waited():
+    assert _requests_made(threshold=1) == [[0], [1, 2]]  # librdkafka's default: one untransmitted request
+    assert _requests_made(threshold=1000) == [[0], [1], [2]]  # no backpressure: a request per turn

@@ -12,6 +12,7 @@ import io
 import json
 import math
 import socket
+import time
 import zlib
 
 import pytest
@@ -19,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.clock import FakeClock
 
+from kqactors.cli import broker as broker_cli
 from kqactors.cli import perf
-from kqactors.cli.perf_payload import create_topic, make_payloads
-from kqactors.cli.perf_produce import ProduceRun, RatePacer
+from kqactors.cli.perf_payload import MAX_PAYLOAD_BYTES, create_topic, make_payloads
+from kqactors.cli.perf_produce import INTERRUPT_FLUSH_S, ProduceRun, RatePacer, run_produce
 from kqactors.cli.perf_stats import DeliveryStats, ProgressLine, percentile
 from kqactors.errors import KafkaError
 
@@ -222,3 +224,98 @@ def test_failed_deliveries_give_exit_1_and_grouped_errors(capsys):
     assert "0/25 messages" in out
     assert "delivery errors: 25 (_MSG_TIMED_OUT: 25)" in out
     assert "relying on auto-creation" in err
+
+
+# -- large messages, Ctrl-C ---------------------------------------------------------------------------------
+
+
+def test_large_messages_get_fewer_distinct_payloads_built_quickly():
+    started = time.monotonic()
+    payloads = make_payloads(500_000)
+    assert time.monotonic() - started < 5  # it was 16 s and 543 MB for 1024 of them
+    assert 2 <= len(payloads) <= 34 and sum(map(len, payloads)) <= MAX_PAYLOAD_BYTES + 500_000
+    assert all(len(p) == 500_000 for p in payloads) and len(set(payloads)) == len(payloads)
+    assert len(make_payloads(16 * 1024)) == 1024  # up to 16 KiB: unchanged
+    assert len(make_payloads(100_000, distinct=1)) == 1
+
+
+class InterruptedProducer:
+    """A confluent-kafka-shaped producer whose produce() gets Ctrl-C at the ``stop_at``-th call; it delivers
+    each message on the next poll/flush."""
+
+    def __init__(self, stop_at: int) -> None:
+        self.stop_at = stop_at
+        self.calls = 0
+        self.pending: list = []
+        self.flush_timeouts: list[float] = []
+        self.purged = self.closed = False
+
+    def produce(self, topic, value, on_delivery=None):
+        self.calls += 1
+        if self.calls == self.stop_at:
+            raise KeyboardInterrupt
+        self.pending.append(on_delivery)
+
+    def poll(self, timeout=0):
+        served, self.pending = self.pending, []
+        for callback in served:
+            callback(None, None)
+        return len(served)
+
+    def flush(self, timeout=None):
+        self.flush_timeouts.append(timeout)
+        self.poll()
+        return 0
+
+    def purge(self):
+        self.purged = True
+
+    def close(self):
+        self.closed = True
+
+    def __len__(self):
+        return len(self.pending)
+
+
+def test_ctrl_c_stops_the_run_and_summarises_what_was_produced():
+    producer = InterruptedProducer(stop_at=2501)
+    summary = run_produce(producer, ProduceRun(topic="t", payloads=[b"x" * 10], count=10_000))
+    assert summary.interrupted and not summary.ok
+    assert summary.produced == summary.delivered == 2500 and summary.failed == 0
+    assert producer.flush_timeouts == [INTERRUPT_FLUSH_S]  # a short wait, not --flush-timeout
+    assert summary.to_text("t", 10).splitlines()[0] == "interrupted (Ctrl-C): partial results"
+    assert json.loads(summary.to_json())["interrupted"] is True
+
+
+def test_run_perf_prints_the_partial_summary_and_exits_130_on_ctrl_c(capsys, monkeypatch):
+    monkeypatch.setattr(perf, "create_topic", lambda *args: None)
+    monkeypatch.setattr(perf, "_create_topic_notice", lambda *args: "topic ready")
+    producer = InterruptedProducer(stop_at=10)
+    args = parse("-b", "127.0.0.1:1", "--count", "100", "-q")
+    assert perf.run_perf(args, producer_factory=lambda config: producer) == perf.INTERRUPTED == 130
+    out, err = capsys.readouterr()
+    assert out.startswith("interrupted (Ctrl-C): partial results\n") and "9/9 messages" in out
+    assert producer.purged and producer.closed  # undelivered ones dropped, not flushed for seconds
+    assert "Traceback" not in err
+
+
+def test_broker_command_refuses_a_taken_port_in_one_line(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert "in use" in broker_cli.port_taken(port)
+        assert broker_cli.run(argparse.Namespace(port=port, startup_timeout=5.0)) == 1
+    err = capsys.readouterr().err
+    assert err == (f"kqactors broker: cannot listen on 127.0.0.1:{port}: Address already in use (choose another "
+                   "--port, or omit it for a free one)\n")
+    assert broker_cli.port_taken(port) is None  # free again
+
+
+def test_a_broker_that_fails_to_start_is_reported_in_one_line():
+    panic = RuntimeError("Tansu failed to start: broker process exited before answering ApiVersions\n"
+                         "--- tansu log tail ---\nthread 'tokio-rt-worker' panicked ... AddrInUse")
+    assert broker_cli._start_failure(panic, 9092) == ("port 9092 on 127.0.0.1 is already in use (choose another "
+                                                      "--port, or omit it for a free one)")
+    other = RuntimeError("Tansu failed to start: timed out\n--- tansu log tail ---\nsomething")
+    assert broker_cli._start_failure(other, None) == "Tansu failed to start: timed out"

@@ -63,7 +63,8 @@ def test_err_without_error_cb_is_logged(caplog: pytest.LogCaptureFixture) -> Non
     handle = _handle(kind="consumer")
     with caplog.at_level("ERROR", logger="test"):
         handle.handle_op(Op(ops.ERR, ops.err_payload(KafkaError._TRANSPORT, "down")))
-    assert "kqactors consumer error" in caplog.text
+    # librdkafka's record for an error nobody handles: facility ERROR, the client's name, the error
+    assert f"ERROR [{handle.name}] [thrd:app]: {handle.name}: down" in caplog.text
 
 
 def test_stats_are_completed_with_the_facade_fields() -> None:
@@ -98,7 +99,7 @@ def test_started_handle_reports_a_dead_host_to_its_handlers() -> None:
         rt.kill_host("h0")
         assert woken.wait(10)
         handle.serve_notices()  # no pumping: the supervisor enqueued it in this process
-        assert deaths == [("h0", ["main"], 1)]
+        assert deaths == [("h0", ["log/h0", "main"], 1)]  # main and the host's log forwarder
     finally:
         handle.close()
     handle.close()  # twice is fine
@@ -119,3 +120,57 @@ def test_a_fatal_err_reaches_the_producer_through_its_handle() -> None:
         assert info.value.args[0].code() == KafkaError._FATAL
     finally:
         producer.close(timeout=0)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _app_logger(name: str) -> tuple[logging.Logger, _Records]:
+    logger = logging.getLogger(f"test.handle.{name}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    records = _Records()
+    logger.handlers[:] = [records]
+    return logger, records
+
+
+def test_log_ops_reach_the_logger_as_confluent_kafka_emits_them() -> None:
+    logger, records = _app_logger("log")
+    handle = _handle(logger=logger)
+    assert records.records == []  # no debug context: no INIT record
+    served = handle.handle_op(Op(ops.LOG, ops.log_payload(3, "FAIL", "[thrd:main]: broker down")))
+    assert served == 1  # the application's own logger was called from poll()
+    (record,) = records.records
+    assert (record.levelno, record.msg) == (logging.ERROR, "%s [%s] %s")
+    assert record.args == ("FAIL", handle.name, "[thrd:main]: broker down")
+    assert handle.name.startswith("rdkafka#producer-")
+    handle.handle_op(Op(ops.LOG, ops.log_payload(7, "STATE", "x")))
+    handle.handle_op(Op(ops.LOG, ops.log_payload(5, "NOTICE", "y")))
+    assert [r.levelno for r in records.records[1:]] == [logging.DEBUG, logging.INFO]
+    assert _handle().handle_op(Op(ops.LOG, ops.log_payload(3, "FAIL", "z"))) == 0  # no logger configured
+
+
+def test_debug_contexts_log_init_and_the_configuration_at_construction() -> None:
+    logger, records = _app_logger("init")
+    handle = _handle(logger=logger, debug="conf", **{"client.id": "svc", "linger.ms": 7})
+    messages = [(r.args[0], r.args[2]) for r in records.records]
+    assert handle.name.startswith("svc#producer-")
+    assert messages[0][0] == "INIT" and f"{handle.name} initialized" in messages[0][1]
+    assert ("CONF", "[thrd:app]:   queue.buffering.max.ms = 7.0") in messages  # linger.ms, by its real name
+
+
+def test_throttle_ops_call_throttle_cb_with_a_throttle_event() -> None:
+    from kqactors import ThrottleEvent
+
+    events: list[ThrottleEvent] = []
+    handle = _handle(throttle_cb=events.append)
+    assert handle.handle_op(Op(ops.THROTTLE, ops.throttle_payload("127.0.0.1:9092", 1, 1500))) == 1
+    (event,) = events
+    assert (event.broker_name, event.broker_id, event.throttle_time) == ("127.0.0.1:9092", 1, 1.5)
+    assert _handle().handle_op(Op(ops.THROTTLE, ops.throttle_payload("b:1", 1, 5))) == 0  # nobody listens

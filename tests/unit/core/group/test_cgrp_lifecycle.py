@@ -315,3 +315,21 @@ def test_settings_validation():
                                           "partition.assignment.strategy": "cooperative-sticky",
                                           "enable.auto.commit": False})
     assert settings.is_static and settings.rebalance_protocol == "COOPERATIVE" and not settings.enable_auto_commit
+
+
+def test_coordinator_is_queried_again_every_coordinator_query_interval():
+    h = Harness(coordinator_query_interval_ms=60000, heartbeat_interval_ms=150000, session_timeout_ms=300000,
+                enable_auto_commit=False)
+    join_to_steady(h)
+    h.take(SendRequest)
+    h.advance(59999)
+    h.none(SendRequest, "FindCoordinator")
+    h.advance(1)
+    h.respond(h.request("FindCoordinator"), coordinator(node_id=1))  # unchanged: nothing else happens
+    h.none(CoordinatorChanged)
+    assert h.sm.join_state is JoinState.STEADY
+    h.advance(60000)
+    h.respond(h.request("FindCoordinator"), coordinator(node_id=3))  # the group moved: follow it
+    assert h.one(CoordinatorChanged).node_id == 3
+    h.advance(30000)  # the first heartbeat (t=150 s) goes to the new coordinator
+    assert h.request("Heartbeat").broker_id == 3

@@ -233,7 +233,7 @@ class AIOProducer:
         metadata = await self.list_topics(None, timeout)
         return metadata.cluster_id
 
-    # ---- transactions and credentials: delegated once the sync Producer has them ------------------------------
+    # ---- transactions and credentials: the sync Producer's, run on the worker thread ----------------------------
     async def _delegate(self, name: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open()
         method = getattr(self._producer, name, None)
@@ -242,26 +242,25 @@ class AIOProducer:
         return await self._driver.run_blocking(method, *args, **kwargs)  # type: ignore[union-attr]
 
     async def init_transactions(self, *args: Any, **kwargs: Any) -> Any:
-        """Initialise transactions (KafkaException _NOT_IMPLEMENTED while kqactors has none)."""
+        """Initialise transactions: find the coordinator, get the producer id, fence older epochs."""
         return await self._delegate("init_transactions", *args, **kwargs)
 
     async def begin_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        """Flush, then begin a transaction (KafkaException _NOT_IMPLEMENTED while kqactors has none)."""
+        """Flush, then begin a transaction."""
         await self.flush()
         return await self._delegate("begin_transaction", *args, **kwargs)
 
     async def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        """Add consumer offsets to the transaction (KafkaException _NOT_IMPLEMENTED while kqactors has none)."""
+        """Add the consumer's offsets to the transaction (committed with it)."""
         return await self._delegate("send_offsets_to_transaction", *args, **kwargs)
 
     async def commit_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        """Flush, then commit the transaction (KafkaException _NOT_IMPLEMENTED while kqactors has none)."""
+        """Flush, then commit the transaction."""
         await self.flush()
         return await self._delegate("commit_transaction", *args, **kwargs)
 
     async def abort_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        """Flush, then abort the transaction (KafkaException _NOT_IMPLEMENTED while kqactors has none)."""
-        await self.flush()
+        """Abort the transaction: what is unsent is purged, what is in flight is waited for."""
         return await self._delegate("abort_transaction", *args, **kwargs)
 
     async def set_sasl_credentials(self, *args: Any, **kwargs: Any) -> Any:

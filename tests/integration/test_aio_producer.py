@@ -178,16 +178,23 @@ def test_coroutine_error_cb_runs_on_the_loop(unique_topic):
     assert errors and errors[0].code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE)
 
 
-def test_transactions_are_not_implemented_yet(mock_cluster):
+def test_a_transaction_commits_through_the_event_loop(mock_cluster, unique_topic):
+    """The sync Producer's transactions, awaited: init, begin, produce, commit; the messages are delivered."""
+    mock_cluster.create_topic(unique_topic, 1)
+    delivered: list[int] = []
+
     async def main() -> None:
-        async with AIOProducer(conf(mock_cluster.bootstrap)) as producer:
-            if hasattr(producer._producer, "init_transactions"):
-                pytest.skip("the sync Producer has transactions now")
-            with pytest.raises(KafkaException) as info:
-                await producer.init_transactions()
-            assert info.value.args[0].code() == KafkaError._NOT_IMPLEMENTED
+        settings = {**conf(mock_cluster.bootstrap), "transactional.id": f"aio-{unique_topic}"}
+        async with AIOProducer(settings) as producer:
+            await producer.init_transactions(10)
+            await producer.begin_transaction()
+            futures = [await producer.produce(unique_topic, value=b"v%d" % i) for i in range(5)]
+            await producer.commit_transaction(10)
+            for future in futures:
+                delivered.append((await future).offset())
 
     run(main())
+    assert sorted(delivered) == delivered and len(delivered) == 5
 
 
 def test_construction_needs_a_running_loop(mock_cluster):

@@ -31,6 +31,7 @@ from kqactors.client.handle.oauth import (
     token_actor_args,
 )
 from kqactors.config import Config
+from kqactors.config.security import redact
 from kqactors.core.log import LOG_ERR, ClientLog, python_level
 from kqactors.core.stats import StatsEmitter, next_client_number
 from kqactors.errors import KafkaError, KafkaException
@@ -215,8 +216,8 @@ class ClientHandle:
                               f"debug {','.join(sorted(log.contexts))})")
         if log.debugging("conf"):
             log.debug("conf", "CONF", "Client configuration:")
-            for name, value in sorted(self.conf.explicit_items()):
-                log.debug("conf", "CONF", f"  {name} = {value}")
+            for name, value in sorted(self.conf.explicit_items()):  # secrets masked, as librdkafka's dump does
+                log.debug("conf", "CONF", f"  {name} = {redact(name, value)}")
 
     def emit_log(self, payload: Any) -> None:
         """Write one record to the client's logger as confluent-kafka does:

@@ -23,6 +23,7 @@ _POLLIN = int(zmq.POLLIN)  # plain ints: IntFlag arithmetic runs in Python and c
 _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = int(zmq.NOBLOCK)
 _RCVTIMEO = int(zmq.RCVTIMEO)
+_RCVMORE = int(zmq.RCVMORE)
 
 
 def send_frames(sock: zmq.Socket, frames: Sequence) -> None:
@@ -42,15 +43,29 @@ def recv_batch(sock: zmq.Socket, flags: int = _NOBLOCK) -> list[Op]:
     """Receive and decode one batch (without blocking unless ``flags`` is 0; raises zmq.Again). The header
     says how many frames follow, so no RCVMORE round trips; the blob and large frames are received
     zero-copy."""
-    head = sock.recv(flags)
-    header = decode_header(head)
-    extra = (1 if header[1] else 0) + header[2]
-    if not extra:
-        return decode_batch((head,), header)
-    frames = [head]
-    for _ in range(extra):
-        frames.append(sock.recv(copy=False))
-    return decode_batch(frames, header)
+    head = sock.recv(flags)  # an interrupt (Ctrl+C) while this blocks takes nothing off the socket
+    try:
+        header = decode_header(head)
+        extra = (1 if header[1] else 0) + header[2]
+        if not extra:
+            return decode_batch((head,), header)
+        frames = [head]
+        for _ in range(extra):
+            frames.append(sock.recv(copy=False))
+        return decode_batch(frames, header)
+    except BaseException:
+        # Interrupted (KeyboardInterrupt) or failed after the first frame was taken: drop the rest of this
+        # message too, or the next receive would read one of its frames as a header.
+        _skip_rest(sock)
+        raise
+
+
+def _skip_rest(sock: zmq.Socket) -> None:
+    try:
+        while sock.getsockopt(_RCVMORE):
+            sock.recv(_NOBLOCK, copy=False)
+    except zmq.ZMQError:
+        pass
 
 
 def make_run_dir(prefix: str = "kqactors-") -> str:

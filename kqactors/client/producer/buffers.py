@@ -133,6 +133,23 @@ class ProducerBuffers:
             self.unsent += 1
         return True
 
+    def append_held(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                    headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int,
+                    enq: float | None) -> None:
+        """append(..., reserved=True) of a message that waited for its topic's metadata: its message.timeout.ms
+        and latency count from its produce() (``enq``, monotonic), not from now. Python on both the pure and
+        the native buffers (the packers take the enqueue time as an argument)."""
+        if enq is None:
+            enq = _monotonic()
+        with self.lock:
+            buf = self.partitions.get((topic, partition))
+            if buf is None:
+                buf = self._new_buffer(topic, partition)
+            msgid = buf.next_msgid
+            buf.next_msgid = msgid + 1
+            buf.packer.append_pending(msgid, timestamp, key, value, headers, enq, buf.pending, callback, size)
+            self.unsent += 1
+
     def add_unsendable(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                        headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int,
                        reserved: bool = False) -> int | None:

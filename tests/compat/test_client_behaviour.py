@@ -104,6 +104,26 @@ def test_without_a_broker_calls_fail_as_librdkafka(kafka, setup):
         consumer.close()
 
 
+@pytest.mark.parametrize("kafka", PEERS)
+def test_a_missing_topic_fails_its_messages_after_the_propagation_time(kafka, mock_cluster_factory, unique_topic):
+    """The broker says the topic does not exist: its messages wait topic.metadata.propagation.max.ms (topic
+    creation is asynchronous), then fail with UNKNOWN_TOPIC_OR_PART, and produce() then raises _UNKNOWN_TOPIC."""
+    cluster = mock_cluster_factory(1)
+    cluster.topic_set_error(unique_topic, "UNKNOWN_TOPIC_OR_PART")
+    producer = kafka.Producer(_conf(kafka, **{"bootstrap.servers": cluster.bootstrap, "message.timeout.ms": 20000,
+                                              "topic.metadata.propagation.max.ms": 1500}))
+    reports = Reports()
+    producer.produce(unique_topic, b"partitioner's choice", on_delivery=reports)
+    producer.produce(unique_topic, b"explicit", partition=1, on_delivery=reports)
+    assert producer.flush(15) == 0
+    assert [(code, partition) for code, partition, _ in reports.items] == \
+        [(kafka.KafkaError.UNKNOWN_TOPIC_OR_PART, None), (kafka.KafkaError.UNKNOWN_TOPIC_OR_PART, 1)]
+    assert all(1.4 < took < 4.0 for _, _, took in reports.items), reports.items
+    with pytest.raises(kafka.KafkaException) as info:
+        producer.produce(unique_topic, b"late")
+    assert info.value.args[0].code() == kafka.KafkaError._UNKNOWN_TOPIC
+
+
 # ---- subscribing to a missing topic ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kafka", PEERS)

@@ -148,7 +148,9 @@ class Producer(_ProducerBase):
         # looked up again, after _METADATA_RETRY_S)
         self._metadata_failed_at: dict[str, tuple[float, int]] = {}
         self._metadata_errors: dict[str, int] = {}
-        self._first_referenced: dict[str, float] = {}  # topic → when a message first waited for it
+        # topic → when a message first waited for it (kept until it has partitions: as librdkafka's topic
+        # creation time, the propagation window opens once, so later messages to a missing topic fail sooner)
+        self._first_referenced: dict[str, float] = {}
         self._propagation_s = int(conf["topic.metadata.propagation.max.ms"]) / 1000.0
         self._fatal: KafkaError | None = None
         self._closed = False
@@ -360,7 +362,6 @@ class Producer(_ProducerBase):
     def _fail_held(self, topic: str, messages: list[HeldMessage], code: int | None = None) -> None:
         if code is None:
             code = self._metadata_errors.get(topic, KafkaError.UNKNOWN_TOPIC_OR_PART)
-        self._first_referenced.pop(topic, None)
         for msg in messages:
             self._report_now(topic, msg.partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
                              code, reserved_size=msg.size)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 
 import zmq
@@ -24,6 +25,8 @@ _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = int(zmq.NOBLOCK)
 _RCVTIMEO = int(zmq.RCVTIMEO)
 _RCVMORE = int(zmq.RCVMORE)
+_get_ident = threading.get_ident
+_MAIN_THREAD = threading.main_thread().ident
 
 
 def send_frames(sock: zmq.Socket, frames: Sequence) -> None:
@@ -111,6 +114,14 @@ class ZmqInbox:
         which measured several microseconds of CPU less per round trip."""
         sock = self.socket
         if timeout_ms == 0:  # a busy loop's turn: plain non-blocking, RCVTIMEO left alone
+            flags = _NOBLOCK
+        elif _get_ident() == _MAIN_THREAD:
+            # The main thread is where Ctrl+C raises KeyboardInterrupt, and pyzmq checks for signals after a
+            # receive that succeeded too: a message taken by a blocking recv would be dropped with the
+            # interrupt. So it waits in zmq_poll (interruptible, takes nothing) and receives without
+            # blocking; other threads never see the interrupt and keep the one-call blocking recv.
+            if not zmq.zmq_poll([(sock, _POLLIN)], timeout_ms):
+                return []
             flags = _NOBLOCK
         else:
             flags = 0

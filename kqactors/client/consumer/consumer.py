@@ -111,6 +111,7 @@ class Consumer:
         self._events: deque[Message] = deque()
         # One thread at a time serves the queue and takes messages (poll()/consume() from many threads).
         self._consume_lock = threading.RLock()
+        self._appending: tuple[Op, MessageBatch] | None = None  # the fetched batch being queued, and its op
         self._toppars: dict[Key, _Toppar] = {}
         self._watermarks: dict[Key, tuple[int, int]] = {}
         self._topic_errors: dict[str, int] = {}
@@ -402,7 +403,11 @@ class Consumer:
         events = self._rt.events
         op = events.poll(wait)
         while op is not None:
-            self._handle_op(op)
+            try:
+                self._handle_op(op)
+            except KeyboardInterrupt:
+                self._finish_interrupted(op)
+                raise
             op = events.poll(0)
         self._handle.serve_notices()  # a host died: see _actors_down
         if self._unsent:
@@ -417,7 +422,9 @@ class Consumer:
             high = payload.get("high_watermark", -1)
             if high >= 0:
                 self._watermarks[(topic, partition)] = (payload.get("log_start_offset", -1), high)
-            self._ready.append(MessageBatch(topic, partition, op.frames[0], version))  # zero-copy view
+            batch = MessageBatch(topic, partition, op.frames[0], version)  # zero-copy view
+            self._appending = (op, batch)  # no call between this and the append: see _finish_interrupted
+            self._ready.append(batch)
         elif op.type == cops.CTOPPAR_READY:
             self._on_toppar_ready(payload["topic"], payload["partition"], payload.get("incarnation"))
         elif op.type == ops.TOPIC_PARTITIONS:
@@ -426,6 +433,18 @@ class Consumer:
             pass
         elif self._group is not None and hasattr(self._group, "handle_op"):
             self._group.handle_op(op)
+
+    def _finish_interrupted(self, op: Op) -> None:
+        """Ctrl+C landed between taking ``op`` off the queue and the end of its handling: make sure a fetched
+        batch is queued exactly once (else its messages would be skipped) and repeat the idempotent
+        handlers; other ops (callbacks of the app) are not run again."""
+        if op.type == cops.CONSUMER_BATCH:
+            appending = self._appending
+            if appending is not None and appending[0] is op and any(b is appending[1] for b in self._ready):
+                return
+            self._handle_op(op)
+        elif op.type in (cops.CTOPPAR_READY, ops.TOPIC_PARTITIONS):
+            self._handle_op(op)
 
     def _stats_fields(self) -> tuple[dict[str, Any], dict[Key, dict[str, Any]]]:
         """What only the app knows (positions, stored and committed offsets, the fetch queue, the group), for

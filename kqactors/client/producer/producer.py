@@ -57,6 +57,7 @@ _LOOKUP_TIMEOUT_S = 2.0         # longest wait for one metadata answer of the re
 # does after topic.metadata.propagation.max.ms, any other is transient and the topic is looked up again.
 _TOPIC_FATAL_ERRORS = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_EXCEPTION})
 _POLL_SLICE_S = 0.1             # poll() re-checks reports queued by the app's own threads this often
+_IDEMPOTENT_OPS = frozenset({pops.DR, ops.TOPIC_PARTITIONS})  # handling one twice changes nothing
 _CLOSE_FLUSH_S = 5.0
 _IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (a host's death wakes it)
 # A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
@@ -157,6 +158,7 @@ class Producer(_ProducerBase):
         self._flushing = 0
         self._wake = threading.Event()
         self._handover_lock = threading.Lock()  # the flusher's hand-over, or produce()'s (see _hand_over_now)
+        self._serve_lock = threading.RLock()  # one thread at a time calls delivery callbacks (_serve_ready)
         self._hosts = handle.hosts
         handle.stats_fields = self._stats_fields
         handle.on_fatal = self._on_fatal
@@ -461,7 +463,14 @@ class Producer(_ProducerBase):
             op = events.poll(max(0.0, min(remaining, _POLL_SLICE_S)))
             handled = 0
             while op is not None:
-                handled += self._handle_op(op)
+                try:
+                    handled += self._handle_op(op)
+                except KeyboardInterrupt:
+                    # Ctrl+C between taking the op and handling it: a report op is handled again (it is
+                    # idempotent) so no report is lost, then the interrupt goes on
+                    if op.type in _IDEMPOTENT_OPS:
+                        self._handle_op(op)
+                    raise
                 op = events.poll(0)
             served = self._serve_ready() + handled
             if served or remaining <= 0:
@@ -495,12 +504,28 @@ class Producer(_ProducerBase):
         self._wake.set()  # a dead host's toppars are back: hand over what waits for them
 
     def _serve_ready(self) -> int:
+        """Call the ready reports' callbacks, oldest first, one serving thread at a time (each report goes to
+        one thread; a callback may poll() again). A report leaves the queue only as its callback is called:
+        an interrupt (Ctrl+C) right after its removal puts it back. If a callback raises (KeyboardInterrupt
+        included), the exception propagates and the reports after it wait for the next poll()."""
         ready = self._buffers.ready
+        if not ready:
+            return 0
         served = 0
-        while ready:
-            callback, error, msg = ready.popleft()
-            served += 1
-            callback(error, msg)  # an exception propagates; the remaining reports wait for the next poll
+        lock = self._serve_lock
+        lock.acquire()
+        try:
+            while ready:
+                report = ready[0]
+                try:
+                    ready.popleft()
+                except KeyboardInterrupt:  # raised once the call returned: the report was removed
+                    ready.appendleft(report)
+                    raise
+                served += 1
+                report[0](report[1], report[2])
+        finally:
+            lock.release()
         return served
 
     def flush(self, timeout: float | None = None) -> int:

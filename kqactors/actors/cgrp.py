@@ -316,13 +316,17 @@ class CgrpActor(Actor):
             if not error and parts:
                 counts[name] = len(parts)
                 topic_ids[name] = topic_id
+                self.missing_topics_reported.discard(name)  # reported again should it go missing again
             elif self.consumer_protocol:
                 continue  # KIP-848: a subscribed topic that does not exist (yet) is not an error
             elif self.subscribed and name not in self.missing_topics_reported and not name.startswith("^"):
+                # librdkafka's consumer error for it, once per topic (the app's poll() returns it)
                 self.missing_topics_reported.add(name)
-                self._to_app(CGRP_ERROR, {"error": KafkaError(
-                    error or KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    f"Subscribed topic not available: {name}: {KafkaError(error or 3).str()}").to_tuple()})
+                code = error or KafkaError.UNKNOWN_TOPIC_OR_PART
+                text = "Broker: Unknown topic or partition" if code == KafkaError.UNKNOWN_TOPIC_OR_PART \
+                    else KafkaError(code).str()
+                self._to_app(CGRP_ERROR, {"topic": name, "error": KafkaError(
+                    code, f"Subscribed topic not available: {name}: {text}").to_tuple()})
         if self.subscribed:
             if self.consumer_protocol:
                 self._run("metadata_update", counts, topic_ids=topic_ids)

@@ -43,9 +43,12 @@ _RETRYABLE_PID_ERRORS = _RETRY_ELSEWHERE | {KafkaError._UNSUPPORTED_FEATURE, Kaf
 
 
 def parse_bootstrap(servers: Any) -> list[tuple[str, int]]:
-    """`host[:port]` entries separated by commas (optionally `PLAINTEXT://`); raises ValueError."""
-    if not isinstance(servers, str) or not servers.strip():
-        raise ValueError("bootstrap.servers must be a non-empty 'host:port[,host:port...]' string")
+    """`host[:port]` entries separated by commas (optionally `PLAINTEXT://`); raises ValueError. None or an
+    empty string is no broker at all (librdkafka allows it: the client just never connects)."""
+    if servers is None or (isinstance(servers, str) and not servers.strip()):
+        return []
+    if not isinstance(servers, str):
+        raise ValueError("bootstrap.servers must be a 'host:port[,host:port...]' string")
     out = []
     for item in servers.split(","):
         item = item.strip()

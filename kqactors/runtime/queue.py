@@ -126,12 +126,24 @@ class OpQueue:
             dest.on_enqueue(dest)
 
     def pop(self) -> Op | None:
-        """Remove and return the next op (highest priority, then oldest), or None."""
+        """Remove and return the next op (highest priority, then oldest), or None.
+
+        A KeyboardInterrupt (the app's main thread) is raised after a call returns: right after a plain
+        heappop it would take the op with it. Here the pop and the store are one C call, so an interrupt
+        finds the op in ``popped`` and puts it back (same priority and sequence: same place) before it
+        goes on."""
         dest = self if self._fwd is None else self.destination()
+        heap = dest._heap
+        popped: list[tuple[int, int, Op]] = []
         try:
-            return heapq.heappop(dest._heap)[2]
+            popped.extend(map(heapq.heappop, (heap,)))
         except IndexError:
             return None
+        except KeyboardInterrupt:
+            if popped:
+                heapq.heappush(heap, popped[0])
+            raise
+        return popped[0][2]
 
     def __len__(self) -> int:
         if self._fwd is None:

@@ -38,6 +38,7 @@ PUMP_SLICE = 0.1  # seconds one pump may block before the waiting loop re-checks
 # of a round trip on a quiet machine, for at most this much CPU per request; the app makes blocking requests
 # only for metadata, offsets and group calls, never per message.
 REQUEST_SPIN_S = 0.001
+RECV_WAIT_S = 2.0  # close() waits this long at most for a receive in progress (one lasts PUMP_SLICE at most)
 
 
 def _mark_forked_in_child() -> None:
@@ -122,31 +123,45 @@ class _Plumbing:
         # collectable while the supervisor (held here) runs.
         self.monitors: weakref.WeakSet[AppQueue] = weakref.WeakSet()
         self.send_lock = threading.Lock()
+        # Held by the thread that receives on the inbox (the app's pump), so close() never closes a socket
+        # another thread is inside: zmq sockets are not thread-safe, and closing one under a blocked
+        # receive made the context's teardown abort or hang at interpreter exit.
+        self.recv_lock = threading.Lock()
         self.close_lock = threading.Lock()
         _live_plumbing.add(self)
 
     def close(self, timeout: float = 5.0) -> None:
+        """Stop the hosts and close every socket and file. Also runs from the Runtime's finalizer at
+        interpreter exit, while the app's daemon threads may still be pumping: ``closing`` stops new
+        receives, and the sockets close only once the receive in progress (at most PUMP_SLICE) is over."""
+        self.closing = True
         with self.close_lock:
             if self.closed:
                 return
             self.closed = True
             if self.forked or os.getpid() != self.pid:
                 return  # the parent owns these processes and sockets
+            receiving = self.recv_lock.acquire(timeout=RECV_WAIT_S)
             if self.supervisor is not None:
                 self.supervisor.closing.set()
             if isinstance(self.control, ZmqControl):
                 self.control.close(timeout)
             elif isinstance(self.control, InprocNetwork):
                 self.control.close()
-            with self.send_lock:
-                if self.outbox is not None:
-                    self.outbox.close()
-                if self.inbox is not None:
-                    self.inbox.close()
-            if self.context is not None:
-                self.context.term()
-            if self.run_dir is not None:
-                remove_run_dir(self.run_dir)
+            try:
+                with self.send_lock:
+                    if self.outbox is not None:
+                        self.outbox.close()
+                    if self.inbox is not None:
+                        self.inbox.close()
+                if self.context is not None:
+                    # every socket of the context is closed by now (linger 0): term() returns at once
+                    self.context.term()
+            finally:
+                if receiving:
+                    self.recv_lock.release()
+                if self.run_dir is not None:
+                    remove_run_dir(self.run_dir)
 
 
 class Runtime:
@@ -515,8 +530,10 @@ class Runtime:
                 try:
                     self._pump(remaining if remaining > 0 else 0.0)
                 finally:
-                    cond.acquire()
+                    # Cleared before the lock is taken back: a KeyboardInterrupt raised meanwhile must not
+                    # leave the pump marked busy, or no other thread would ever pump again.
                     self._pumping = False
+                    cond.acquire()
                     if self._waiting:
                         cond.notify_all()
 
@@ -534,17 +551,48 @@ class Runtime:
                 timeout = max(0.0, deadlines[0][0] - now)
         inbox = p.inbox
         if inbox is not None:
-            route = self._route
             # One batch per pump: the waiter re-checks its condition between batches. The timeout is
             # usually PUMP_SLICE, so the socket's RCVTIMEO rarely changes.
-            for batch in inbox.recv_within(int(timeout * 1000 + 0.999), 1):
-                for op in batch:
-                    route(op)
+            with p.recv_lock:
+                if p.closing:
+                    return
+                batches = inbox.recv_within(int(timeout * 1000 + 0.999), 1)
+            for batch in batches:
+                self._route_all(batch)
         else:
             for op in p.control.recv(timeout):
                 self._route(op)
         if deadlines and deadlines[0][0] <= time.monotonic():
             self._expire_pending()
+
+    def _route_all(self, ops: list[Op]) -> None:
+        """Route every op of a received batch. A KeyboardInterrupt (Ctrl+C reaches the app's main thread,
+        which may be the one pumping) is raised once all of them are routed: an op dropped here would be a
+        lost delivery report, fetched batch or reply."""
+        route = self._route
+        index, count = 0, len(ops)
+        interrupted: KeyboardInterrupt | None = None
+        while index < count:
+            try:
+                while index < count:
+                    route(ops[index])
+                    index += 1
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+                if index < count and self._was_routed(ops[index]):
+                    index += 1
+        if interrupted is not None:
+            raise interrupted
+
+    def _was_routed(self, op: Op) -> bool:
+        """After an interrupt inside ``_route(op)``: did the op get where it was going? (Slow; only then.)"""
+        if op.flags & REPLY and op.req_id:
+            with self._pending_lock:
+                return op.req_id not in self._pending
+        if op.target == HOST_CONTROL:
+            return False  # the supervisor's bookkeeping takes a repeated notice
+        queue = (self._queues.get(op.qid) or self.events).destination()
+        return any(item[2] is op for item in list(queue._heap))
 
     def _route(self, op: Op) -> None:
         if op.flags & REPLY and op.req_id:

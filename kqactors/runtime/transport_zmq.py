@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 
 import zmq
@@ -23,6 +24,9 @@ _POLLIN = int(zmq.POLLIN)  # plain ints: IntFlag arithmetic runs in Python and c
 _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = int(zmq.NOBLOCK)
 _RCVTIMEO = int(zmq.RCVTIMEO)
+_RCVMORE = int(zmq.RCVMORE)
+_get_ident = threading.get_ident
+_MAIN_THREAD = threading.main_thread().ident
 
 
 def send_frames(sock: zmq.Socket, frames: Sequence) -> None:
@@ -42,15 +46,29 @@ def recv_batch(sock: zmq.Socket, flags: int = _NOBLOCK) -> list[Op]:
     """Receive and decode one batch (without blocking unless ``flags`` is 0; raises zmq.Again). The header
     says how many frames follow, so no RCVMORE round trips; the blob and large frames are received
     zero-copy."""
-    head = sock.recv(flags)
-    header = decode_header(head)
-    extra = (1 if header[1] else 0) + header[2]
-    if not extra:
-        return decode_batch((head,), header)
-    frames = [head]
-    for _ in range(extra):
-        frames.append(sock.recv(copy=False))
-    return decode_batch(frames, header)
+    head = sock.recv(flags)  # an interrupt (Ctrl+C) while this blocks takes nothing off the socket
+    try:
+        header = decode_header(head)
+        extra = (1 if header[1] else 0) + header[2]
+        if not extra:
+            return decode_batch((head,), header)
+        frames = [head]
+        for _ in range(extra):
+            frames.append(sock.recv(copy=False))
+        return decode_batch(frames, header)
+    except BaseException:
+        # Interrupted (KeyboardInterrupt) or failed after the first frame was taken: drop the rest of this
+        # message too, or the next receive would read one of its frames as a header.
+        _skip_rest(sock)
+        raise
+
+
+def _skip_rest(sock: zmq.Socket) -> None:
+    try:
+        while sock.getsockopt(_RCVMORE):
+            sock.recv(_NOBLOCK, copy=False)
+    except zmq.ZMQError:
+        pass
 
 
 def make_run_dir(prefix: str = "kqactors-") -> str:
@@ -96,6 +114,14 @@ class ZmqInbox:
         which measured several microseconds of CPU less per round trip."""
         sock = self.socket
         if timeout_ms == 0:  # a busy loop's turn: plain non-blocking, RCVTIMEO left alone
+            flags = _NOBLOCK
+        elif _get_ident() == _MAIN_THREAD:
+            # The main thread is where Ctrl+C raises KeyboardInterrupt, and pyzmq checks for signals after a
+            # receive that succeeded too: a message taken by a blocking recv would be dropped with the
+            # interrupt. So it waits in zmq_poll (interruptible, takes nothing) and receives without
+            # blocking; other threads never see the interrupt and keep the one-call blocking recv.
+            if not zmq.zmq_poll([(sock, _POLLIN)], timeout_ms):
+                return []
             flags = _NOBLOCK
         else:
             flags = 0

@@ -114,9 +114,10 @@ def test_unknown_topic_is_reported_without_hanging(mock_cluster_factory, unique_
     cluster.topic_set_error(unique_topic, "UNKNOWN_TOPIC_OR_PART")
     reports = Reports()
     partitions: list[int] = []
-    # the topic is declared missing once topic.metadata.propagation.max.ms has passed since it was first used
-    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports,
-                   "topic.metadata.propagation.max.ms": 2000, **FAST}) as producer:
+    # as librdkafka, a topic reported missing fails its messages only once topic.metadata.propagation.max.ms
+    # (default 30 s) has passed since it was first produced to (else message.timeout.ms comes first)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "on_delivery": reports, "socket.timeout.ms": 2000,
+                   "topic.metadata.propagation.max.ms": 1000, **FAST}) as producer:
         started = time.monotonic()
         for i in range(5):
             producer.produce(unique_topic, b"%d" % i)

@@ -9,12 +9,16 @@ offsets_for_times and close. Group methods delegate to ``kqactors.client.consume
 (see docs/consumer-ops.md). What every client shares (runtime start, error_cb, statistics, host-death
 notices, list_topics) is the client handle's (kqactors.client.handle), held as ``_handle``.
 
-Waiting: poll()/consume() wait in short slices so Ctrl+C (KeyboardInterrupt) interrupts them promptly.
+Waiting: poll()/consume() wait in short slices so Ctrl+C (KeyboardInterrupt) interrupts them promptly;
+consume(n, timeout) waits until it has n messages or the timeout passes, as librdkafka's. Threads: any
+number of threads may call poll()/consume() at once (one serves the queue at a time; each message goes to
+one of them).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -103,6 +107,11 @@ class Consumer:
         self._positions = PositionTable(auto_store=self._settings.enable_auto_offset_store)
         self._returner = CreditReturner()
         self._ready: deque[MessageBatch] = deque()
+        #: client-level events poll()/consume() return before any fetched message (errors of the group)
+        self._events: deque[Message] = deque()
+        # One thread at a time serves the queue and takes messages (poll()/consume() from many threads).
+        self._consume_lock = threading.RLock()
+        self._appending: tuple[Op, MessageBatch] | None = None  # the fetched batch being queued, and its op
         self._toppars: dict[Key, _Toppar] = {}
         self._watermarks: dict[Key, tuple[int, int]] = {}
         self._topic_errors: dict[str, int] = {}
@@ -317,7 +326,8 @@ class Consumer:
         return messages[0] if messages else None
 
     def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[Message]:
-        """Up to ``num_messages`` messages, waiting up to ``timeout`` seconds for the first ones."""
+        """``num_messages`` messages (error and EOF events count as messages), or fewer when ``timeout``
+        seconds (None/-1: forever) pass first: as librdkafka's consume, it waits for the whole batch."""
         self._check_open()
         if isinstance(num_messages, bool) or not isinstance(num_messages, int):
             raise TypeError("num_messages must be an int")
@@ -327,21 +337,32 @@ class Consumer:
 
     def _consume(self, limit: int, timeout: float) -> list[Message]:
         deadline = time.monotonic() + timeout
-        if self._group is not None and hasattr(self._group, "on_poll"):
-            self._group.on_poll()  # max.poll.interval.ms bookkeeping
-        out: list[Message] = []
-        while True:
-            self._serve_ops(0.0)
-            self._take(limit - len(out), out)
-            if out:
-                return out
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return out
-            self._flush_credit()
-            self._serve_ops(min(remaining, _WAIT_SLICE_S))
+        lock = self._consume_lock
+        if not lock.acquire(False):  # another thread serves the queue: wait for it, within our timeout
+            if not lock.acquire(True, -1 if timeout == float("inf") else timeout):
+                return []
+        try:
+            if self._group is not None and hasattr(self._group, "on_poll"):
+                self._group.on_poll()  # max.poll.interval.ms bookkeeping
+            out: list[Message] = []
+            while True:
+                self._serve_ops(0.0)
+                self._take(limit - len(out), out)
+                if len(out) >= limit:
+                    return out
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return out
+                self._flush_credit()
+                self._serve_ops(min(remaining, _WAIT_SLICE_S))
+        finally:
+            lock.release()
 
     def _take(self, limit: int, out: list[Message]) -> None:
+        events = self._events
+        while events and limit > 0:
+            out.append(events.popleft())
+            limit -= 1
         ready = self._ready
         positions = self._positions
         while ready and limit > 0:
@@ -382,7 +403,11 @@ class Consumer:
         events = self._rt.events
         op = events.poll(wait)
         while op is not None:
-            self._handle_op(op)
+            try:
+                self._handle_op(op)
+            except KeyboardInterrupt:
+                self._finish_interrupted(op)
+                raise
             op = events.poll(0)
         self._handle.serve_notices()  # a host died: see _actors_down
         if self._unsent:
@@ -397,7 +422,9 @@ class Consumer:
             high = payload.get("high_watermark", -1)
             if high >= 0:
                 self._watermarks[(topic, partition)] = (payload.get("log_start_offset", -1), high)
-            self._ready.append(MessageBatch(topic, partition, op.frames[0], version))  # zero-copy view
+            batch = MessageBatch(topic, partition, op.frames[0], version)  # zero-copy view
+            self._appending = (op, batch)  # no call between this and the append: see _finish_interrupted
+            self._ready.append(batch)
         elif op.type == cops.CTOPPAR_READY:
             self._on_toppar_ready(payload["topic"], payload["partition"], payload.get("incarnation"))
         elif op.type == ops.TOPIC_PARTITIONS:
@@ -406,6 +433,18 @@ class Consumer:
             pass
         elif self._group is not None and hasattr(self._group, "handle_op"):
             self._group.handle_op(op)
+
+    def _finish_interrupted(self, op: Op) -> None:
+        """Ctrl+C landed between taking ``op`` off the queue and the end of its handling: make sure a fetched
+        batch is queued exactly once (else its messages would be skipped) and repeat the idempotent
+        handlers; other ops (callbacks of the app) are not run again."""
+        if op.type == cops.CONSUMER_BATCH:
+            appending = self._appending
+            if appending is not None and appending[0] is op and any(b is appending[1] for b in self._ready):
+                return
+            self._handle_op(op)
+        elif op.type in (cops.CTOPPAR_READY, ops.TOPIC_PARTITIONS):
+            self._handle_op(op)
 
     def _stats_fields(self) -> tuple[dict[str, Any], dict[Key, dict[str, Any]]]:
         """What only the app knows (positions, stored and committed offsets, the fetch queue, the group), for
@@ -447,6 +486,14 @@ class Consumer:
                 continue
             self._topic_errors[topic] = error_code
             self._ready.append(_error_batch(part.topic, part.partition, part.version, error_code, reason))
+
+    def _deliver_error(self, error: KafkaError, topic: str | None = None) -> None:
+        """A consumer error of the group (the group client's hook): poll()/consume() return it as an error
+        event, as librdkafka's consumer queue; a fatal one goes to error_cb."""
+        if error.fatal():
+            self._handle.report_error(error)
+            return
+        self._events.append(_error_event(error, topic))
 
     def _on_toppar_ready(self, topic: str, partition: int, incarnation: str | None) -> None:
         """A ctoppar (re)started; a restarted one (its host died) starts again at the app's position."""
@@ -536,7 +583,15 @@ class Consumer:
         self._require_group("store_offsets").store_offsets(*args, **kwargs)
 
     def memberid(self) -> str | None:
+        """The group member id the coordinator gave this consumer, or None before it joined (and after it
+        left). Raises RuntimeError on a closed consumer."""
         return self._require_group("memberid").memberid()
+
+    def cluster_id(self, timeout: float | None = -1) -> str:
+        """The cluster id (from broker metadata, KIP-78): at once once known, else asked for, waiting up to
+        ``timeout`` seconds (None/-1: socket.timeout.ms). Raises KafkaException(_TIMED_OUT) if none came."""
+        self._check_open()
+        return self._handle.cluster_id(timeout)
 
     def consumer_group_metadata(self) -> Any:
         return self._require_group("consumer_group_metadata").consumer_group_metadata()
@@ -556,6 +611,7 @@ class Consumer:
         finally:
             self._closed = True
             self._ready.clear()
+            self._events.clear()
             self._handle.close()
 
     def __enter__(self) -> Consumer:
@@ -563,6 +619,11 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _error_event(error: KafkaError, topic: str | None) -> Message:
+    """A client-level consumer error as poll() returns it: partition 0 and no offset, as confluent-kafka's."""
+    return Message(topic, 0, OFFSET_INVALID, error=error)
 
 
 def _error_batch(topic: str, partition: int, version: int, code: int, reason: str) -> MessageBatch:

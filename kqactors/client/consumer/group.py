@@ -57,6 +57,9 @@ GROUP_OP_TYPES = APP_OP_TYPES
 
 _POLL_REPORT_S = 0.25  # how often poll() tells the actor (max.poll.interval.ms) and ships stored offsets
 _DEFAULT_TIMEOUT_S = 10.0
+_KEPT_ERRORS = 100
+
+
 @dataclass(frozen=True)
 class GroupMetadata:
     """What consumer_group_metadata() returns (send_offsets_to_transaction needs these)."""
@@ -133,7 +136,7 @@ class GroupClient:
         self._last_report = 0.0
         self._commit_tags = 0
         self._closed = False
-        self.errors: list[KafkaError] = []  # surfaced errors when the Consumer has no _deliver_error
+        self.errors: list[KafkaError] = []  # the last errors surfaced (the Consumer's poll() returned them)
 
     # ---- helpers ---------------------------------------------------------------------------------------
 
@@ -393,7 +396,7 @@ class GroupClient:
             self._join_state = payload.get("join_state", "")
             self._coordinator = int(payload.get("coordinator", -1))
         elif op.type == CGRP_ERROR:
-            self._surface(KafkaError.from_tuple(payload["error"]))
+            self._surface(KafkaError.from_tuple(payload["error"]), payload.get("topic"))
         else:
             log.debug("group client: unexpected op %s", op.type)
 
@@ -403,14 +406,16 @@ class GroupClient:
                 "rebalance_age": int((time.monotonic() - self.rebalanced_at) * 1000),
                 "rebalance_cnt": self.rebalance_count, "assignment_size": len(self._consumer_keys())}
 
-    def _surface(self, error: KafkaError) -> None:
+    def _surface(self, error: KafkaError, topic: str | None = None) -> None:
+        """A group error for the app: the Consumer's poll() returns it (a fatal one goes to error_cb); the
+        last _KEPT_ERRORS are also kept in ``errors``."""
+        self.errors.append(error)
+        del self.errors[:-_KEPT_ERRORS]
         deliver = getattr(self._consumer, "_deliver_error", None)
         if deliver is not None:
-            deliver(error)
+            deliver(error, topic)
         elif self._error_cb is not None:
             self._error_cb(error)
-        else:
-            self.errors.append(error)
 
     def _drop(self, partitions: list[TopicPartition]) -> None:
         gone = [tp for tp in partitions if (tp.topic, tp.partition) in self._assigned]

@@ -67,14 +67,17 @@ class ClientHandle:
     configuration and prepares what the actors get (``shipped``); ``start`` starts the processes."""
 
     def __init__(self, conf: Config, kind: str, logger: logging.Logger) -> None:
-        if not conf.get("bootstrap.servers"):
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers must be set"))
         self.conf = conf
         self.kind = kind
         self.callbacks: dict[str, Any] = conf.callbacks()
         self.error_cb: Callable[[KafkaError], Any] | None = self.callbacks.get("error_cb")
         self.throttle_cb: Callable[[ThrottleEvent], Any] | None = self.callbacks.get("throttle_cb")
         self.logger: Any = self.callbacks.get("logger") or logger
+        if not (conf.get("bootstrap.servers") or conf.get("metadata.broker.list")):
+            # As librdkafka (CONFWARN): allowed, the client just has no broker to talk to. Its messages time
+            # out, its polls return nothing and its metadata requests fail with _TRANSPORT.
+            self.logger.log(logging.WARNING, "No `bootstrap.servers` configured: client will not be able to "
+                                             "connect to Kafka cluster")
         #: the configuration as plain data, for the actors (config ships to hosts as a dict)
         self.shipped: dict[str, Any] = conf.to_dict()
         number = next_client_number()
@@ -97,6 +100,8 @@ class ClientHandle:
         self.on_restarted: Callable[[Op], Any] | None = None
         self._down_handlers: list[DownHandler] = []
         self._metadata_listeners: list[Callable[[ClusterMetadata], Any]] = []
+        #: the cluster id of the last metadata answer that had one
+        self.known_cluster_id: str | None = None
         self._log_initialized()
 
     # ---- processes ---------------------------------------------------------------------------------------
@@ -250,6 +255,8 @@ class ClientHandle:
         """Cluster metadata from ``main`` (blocking); raises KafkaException on timeout or error."""
         assert self.rt is not None, "the client handle was not started"
         cluster = request_metadata(self.rt, topics, timeout, allow_auto_create)
+        if cluster.cluster_id:
+            self.known_cluster_id = cluster.cluster_id
         for listener in self._metadata_listeners:
             listener(cluster)
         return cluster
@@ -261,3 +268,20 @@ class ClientHandle:
             raise TypeError("topic must be a str or None")
         return self.metadata([topic] if topic else None, timeout_seconds(timeout, self.socket_timeout_s),
                              allow_auto_create=False)
+
+    def cluster_id(self, timeout: Any = -1) -> str:
+        """The facades' cluster_id(): the cluster id from metadata (KIP-78), known at once after any metadata
+        answer, else asked for (brokers only, no topics) for up to ``timeout`` seconds (None/-1:
+        socket.timeout.ms, as list_topics). Raises KafkaException(_TIMED_OUT) as librdkafka when none
+        arrives."""
+        seconds = timeout_seconds(timeout, self.socket_timeout_s)
+        if self.known_cluster_id is None and seconds > 0:
+            try:
+                self.metadata([], seconds, allow_auto_create=False)
+            except KafkaException:
+                pass
+        if self.known_cluster_id is None:
+            raise KafkaException(KafkaError(
+                KafkaError._TIMED_OUT, "Failed to retrieve cluster id: Local: Timed out. The broker must support "
+                                       "KIP-78 (>= 0.10.1) for the cluster id to be available."))
+        return self.known_cluster_id

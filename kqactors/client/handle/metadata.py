@@ -18,6 +18,10 @@ from kqactors.runtime.op import ActorError, Op
 if TYPE_CHECKING:
     from kqactors.runtime.runtime import Runtime
 
+# How a broker actor's reply to a request it never sent begins (kqactors/actors/broker/actor.py): the request
+# waited for a connection that did not come up in time.
+_NOT_SENT = "not sent:"
+
 __all__ = ["ClusterMetadata", "BrokerMetadata", "TopicMetadata", "PartitionMetadata", "cluster_from_wire",
            "request_metadata"]
 
@@ -114,6 +118,11 @@ def request_metadata(runtime: Runtime, topics: list[str] | None, timeout: float,
     except ActorError as exc:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"metadata request failed: {exc}")) from None
     payload = reply.payload or {}
-    if payload.get("error_code"):
-        raise KafkaException(KafkaError(int(payload["error_code"]), payload.get("reason") or None))
+    code = int(payload.get("error_code") or 0)
+    if code:
+        if code == KafkaError._TIMED_OUT and str(payload.get("reason") or "").startswith(_NOT_SENT):
+            # no broker was up for the whole timeout: librdkafka's rd_kafka_metadata() says _TRANSPORT then
+            # (and _TIMED_OUT only when a broker got the request and did not answer in time)
+            code = KafkaError._TRANSPORT
+        raise KafkaException(KafkaError(code, f"Failed to get metadata: {KafkaError(code).str()}"))
     return cluster_from_wire(payload.get("metadata") or {})

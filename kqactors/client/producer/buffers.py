@@ -133,6 +133,23 @@ class ProducerBuffers:
             self.unsent += 1
         return True
 
+    def append_held(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                    headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int,
+                    enq: float | None) -> None:
+        """append(..., reserved=True) of a message that waited for its topic's metadata: its message.timeout.ms
+        and latency count from its produce() (``enq``, monotonic), not from now. Python on both the pure and
+        the native buffers (the packers take the enqueue time as an argument)."""
+        if enq is None:
+            enq = _monotonic()
+        with self.lock:
+            buf = self.partitions.get((topic, partition))
+            if buf is None:
+                buf = self._new_buffer(topic, partition)
+            msgid = buf.next_msgid
+            buf.next_msgid = msgid + 1
+            buf.packer.append_pending(msgid, timestamp, key, value, headers, enq, buf.pending, callback, size)
+            self.unsent += 1
+
     def add_unsendable(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                        headers: list | None, timestamp: int, callback: Callable[..., Any] | None, size: int,
                        reserved: bool = False) -> int | None:
@@ -189,7 +206,20 @@ class ProducerBuffers:
     # ---- report side -----------------------------------------------------------------------------------
     def complete(self, topic: str, partition: int, rows: list, default_cb: Callable[..., Any] | None,
                  only_errors: bool) -> int:
-        """Turn DR rows from a toppar into ready delivery reports; returns how many messages they cover."""
+        """Turn DR rows from a toppar into ready delivery reports; returns how many messages they cover.
+
+        Ctrl+C proof: a KeyboardInterrupt that reaches this thread part-way (the app's main thread serves
+        reports in poll()/flush()) is raised only once every row is done, so no report is lost and the queue
+        counts stay right (flush() would wait for ever on a message counted but gone). A second pass skips
+        what the first one finished: each message leaves ``pending`` together with its counts."""
+        try:
+            return self._complete(topic, partition, rows, default_cb, only_errors)
+        except KeyboardInterrupt:
+            self._complete(topic, partition, rows, default_cb, only_errors)
+            raise
+
+    def _complete(self, topic: str, partition: int, rows: list, default_cb: Callable[..., Any] | None,
+                  only_errors: bool) -> int:
         buf = self.partitions.get((topic, partition))
         if buf is None:
             return 0
@@ -200,35 +230,42 @@ class ProducerBuffers:
         complete_ok = self._complete_ok
         with self.lock:
             pending = buf.pending
-            pop = pending.pop
-            for first, count, err, base_offset, log_append_time in rows:
-                error = KafkaError(err) if err else None
-                if error is None and not only_errors and log_append_time < 0 and base_offset >= 0:
-                    # The common case (success, CreateTime, known offset): one tight loop.
-                    row_done, row_freed = complete_ok(pending, topic, partition, first, count, base_offset,
-                                                      default_cb, now, append_ready, TIMESTAMP_CREATE_TIME)
-                    done += row_done
-                    freed += row_freed
-                    continue
-                for index in range(count):
-                    entry = pop(first + index, None)
-                    if entry is None:
+            get = pending.get
+            try:
+                for first, count, err, base_offset, log_append_time in rows:
+                    error = KafkaError(err) if err else None
+                    if error is None and not only_errors and log_append_time < 0 and base_offset >= 0:
+                        # The common case (success, CreateTime, known offset): one tight loop, in C.
+                        row_done, row_freed = complete_ok(pending, topic, partition, first, count, base_offset,
+                                                          default_cb, now, append_ready, TIMESTAMP_CREATE_TIME)
+                        done += row_done
+                        freed += row_freed
                         continue
-                    done += 1
-                    freed += entry[_SIZE]
-                    callback = entry[_CB] or default_cb
-                    if callback is None or (only_errors and error is None):
-                        continue
-                    offset = base_offset + index if base_offset >= 0 and error is None else OFFSET_INVALID
-                    if log_append_time >= 0:
-                        ts = (TIMESTAMP_LOG_APPEND_TIME, log_append_time)
-                    else:
-                        ts = (TIMESTAMP_CREATE_TIME, entry[_TS])
-                    msg = Message(topic, partition, offset, entry[_KEY], entry[_VALUE], entry[_HEADERS], error,
-                                  ts, now - entry[_ENQ])
-                    append_ready((callback, error, msg))
-            self.count -= done
-            self.nbytes -= freed
+                    for index in range(count):
+                        msgid = first + index
+                        entry = get(msgid)
+                        if entry is None:
+                            continue
+                        callback = entry[_CB] or default_cb
+                        report = None
+                        if callback is not None and not (only_errors and error is None):
+                            offset = base_offset + index if base_offset >= 0 and error is None else OFFSET_INVALID
+                            if log_append_time >= 0:
+                                ts = (TIMESTAMP_LOG_APPEND_TIME, log_append_time)
+                            else:
+                                ts = (TIMESTAMP_CREATE_TIME, entry[_TS])
+                            report = (callback, error, Message(topic, partition, offset, entry[_KEY], entry[_VALUE],
+                                                               entry[_HEADERS], error, ts, now - entry[_ENQ]))
+                        # No call between taking the message off and counting it: an interrupt lands before
+                        # (the next pass does it all again) or after (it is counted, below in any case).
+                        del pending[msgid]
+                        done += 1
+                        freed += entry[_SIZE]
+                        if report is not None:
+                            append_ready(report)
+            finally:
+                self.count -= done
+                self.nbytes -= freed
         return done
 
     def fail_unsent(self, error_code: int, default_cb: Callable[..., Any] | None) -> int:

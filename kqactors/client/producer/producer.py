@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.producer.buffers import new_producer_buffers
 from kqactors.client.producer.transactions import TransactionalApi
-from kqactors.client.producer.unassigned import HeldMessage, UnassignedMessages
+from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config
 from kqactors.core.producer.packing import HEADER_MAX_OVERHEAD, RECORD_MAX_OVERHEAD
 from kqactors.core.producer.settings import ProducerSettings
@@ -52,7 +52,13 @@ MAIN_FACTORY = "kqactors.actors.main:MainActor"
 # (5 ms) for it after each blocking call of a hand-over; at 1 KiB the toppars got their first messages
 # hundreds of milliseconds late, in bursts.
 _FLUSH_MESSAGES = 4096
-_METADATA_RETRY_S = 1.0         # a topic whose metadata lookup failed is looked up again after this
+_METADATA_RETRY_S = 1.0         # a topic known not to exist (or failed for good) is looked up again after this
+_LOOKUP_TIMEOUT_S = 2.0         # longest wait for one metadata answer of the resolver (it asks again after)
+# Topic errors that fail a topic's messages at once (librdkafka's topic state ERROR); UNKNOWN_TOPIC_OR_PART
+# does after topic.metadata.propagation.max.ms, any other is transient and the topic is looked up again.
+_TOPIC_FATAL_ERRORS = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_EXCEPTION})
+_POLL_SLICE_S = 0.1             # poll() re-checks reports queued by the app's own threads this often
+_IDEMPOTENT_OPS = frozenset({pops.DR, ops.TOPIC_PARTITIONS})  # handling one twice changes nothing
 _CLOSE_FLUSH_S = 5.0
 _IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (a host's death wakes it)
 # A toppar spawn runs on the flusher thread: if its host does not answer in time, that hand-over is reported
@@ -96,6 +102,11 @@ def _normalise_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
     return out or None
 
 
+def _batch_error(code: int) -> KafkaError:
+    """The ``_error`` produce_batch() leaves in a message dict it could not queue (confluent-kafka's text)."""
+    return KafkaError(code, f"Message failed: {KafkaError(code).str()}")
+
+
 class Producer(_ProducerBase):
     """Asynchronous Kafka producer, a drop-in for ``confluent_kafka.Producer``.
 
@@ -137,13 +148,20 @@ class Producer(_ProducerBase):
         # With nothing buffered the flusher sleeps (no tick) until a first message wakes it.
         self._flusher_idle = False
         self._partition_counts: dict[str, int] = {}
-        self._metadata_failed_at: dict[str, float] = {}
+        # topic → (when it was found missing or failed for good, the error produce() raises until it is
+        # looked up again, after _METADATA_RETRY_S)
+        self._metadata_failed_at: dict[str, tuple[float, int]] = {}
         self._metadata_errors: dict[str, int] = {}
+        # topic → when a message first waited for it (kept until it has partitions: as librdkafka's topic
+        # creation time, the propagation window opens once, so later messages to a missing topic fail sooner)
+        self._first_referenced: dict[str, float] = {}
+        self._propagation_s = int(conf["topic.metadata.propagation.max.ms"]) / 1000.0
         self._fatal: KafkaError | None = None
         self._closed = False
         self._flushing = 0
         self._wake = threading.Event()
         self._handover_lock = threading.Lock()  # the flusher's hand-over, or produce()'s (see _hand_over_now)
+        self._serve_lock = threading.RLock()  # one thread at a time calls delivery callbacks (_serve_ready)
         self._hosts = handle.hosts
         handle.stats_fields = self._stats_fields
         handle.on_fatal = self._on_fatal
@@ -156,7 +174,9 @@ class Producer(_ProducerBase):
         # A host's death wakes the flusher, which serves the notice before its next hand-over.
         handle.wake_on_notice(self._wake.set)
         self._toppar_args = {"settings": self._settings.to_dict()}
-        self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held)
+        self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held,
+                                              timeout_s=self._settings.message_timeout_ms / 1000.0,
+                                              on_expired=self._expire_held)
         self._txn: TransactionalApi | None = None
         if conf["transactional.id"]:
             self._txn_setup(int(conf["transaction.timeout.ms"]))
@@ -212,10 +232,9 @@ class Producer(_ProducerBase):
         if count is None or (self._unassigned.held and topic in self._unassigned.held):
             if self._hold(topic, partition, key, value, hdrs, timestamp, cb, size, block_timeout, count is None):
                 return
-        if count is None:  # its lookup failed moments ago: report at once
-            self._report_now(topic, partition, key, value, hdrs, timestamp, cb,
-                             self._metadata_errors.get(topic, KafkaError._UNKNOWN_TOPIC))
-            return
+        if count is None:  # found missing (or failed for good) moments ago: librdkafka's produce() fails
+            code = self._metadata_failed_at.get(topic, (0.0, KafkaError._UNKNOWN_TOPIC))[1]
+            raise KafkaException(KafkaError(code, f"Unable to produce message: {KafkaError(code).str()}"))
         if partition < 0:
             now_ms = _time_ns() // 1_000_000  # one clock read for the sticky expiry and the timestamp
             if timestamp == 0:
@@ -247,6 +266,64 @@ class Producer(_ProducerBase):
     if TYPE_CHECKING or NATIVE is None:
         produce = _produce_py
 
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int = -1,
+                      callback: Callable[..., Any] | None = None,
+                      on_delivery: Callable[..., Any] | None = None) -> int:
+        """Queue a list of messages for ``topic``; returns how many were queued. confluent-kafka's
+        produce_batch() (librdkafka's rd_kafka_produce_batch()), its observed behaviour included.
+
+        Each message is a dict with optional ``value``, ``key`` (bytes or str) and ``callback`` (its own
+        delivery callback; else ``callback``, else ``on_delivery``, else the configured one). The batch's
+        ``partition`` (default: the partitioner's choice per message) applies to every message: a
+        message's own ``partition`` key is checked but not used, and its ``headers`` are checked but not
+        sent, as in confluent-kafka 2.16 (its batch call honours neither). A ``timestamp`` raises
+        NotImplementedError. Every message is checked before any is queued (TypeError, ValueError). A
+        message that cannot be queued (queue full, too large, unknown partition) gets no delivery report:
+        its dict gets an ``_error`` key (a KafkaError) instead, and it is not counted.
+        """
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list")
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        default_cb = callback if callback is not None else on_delivery
+        parsed = []
+        for index, msg in enumerate(messages):
+            if not isinstance(msg, dict):
+                raise TypeError(f"Message at index {index} must be a dict")
+            value, key = msg.get("value"), msg.get("key")
+            if value is not None and not isinstance(value, (bytes, str)):
+                raise TypeError(f"Message value at index {index} must be bytes or str")
+            if key is not None and not isinstance(key, (bytes, str)):
+                raise TypeError(f"Message key at index {index} must be bytes or str")
+            own_partition = msg.get("partition")
+            if own_partition is not None and (isinstance(own_partition, bool) or not isinstance(own_partition, int)):
+                raise TypeError(f"Message partition at index {index} must be int")
+            if msg.get("timestamp") is not None:
+                raise NotImplementedError("Message timestamps are not currently supported in batch mode")
+            if msg.get("headers") is not None:
+                try:
+                    _normalise_headers(msg["headers"])
+                except TypeError:
+                    raise ValueError(f"Invalid headers at index {index}") from None
+            cb = msg.get("callback") or default_cb
+            if cb is not None and not callable(cb):
+                raise TypeError(f"Message callback at index {index} must be callable")
+            parsed.append((msg, value, key, cb))
+        produce = self.produce
+        queued = 0
+        for msg, value, key, cb in parsed:
+            try:
+                produce(topic, value, key, partition, cb)
+            except BufferError:
+                msg["_error"] = _batch_error(KafkaError._QUEUE_FULL)
+            except KafkaException as exc:
+                msg["_error"] = _batch_error(exc.args[0].code())
+            else:
+                queued += 1
+        return queued
+
     def _hold(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Any,
               timestamp: int, cb: Callable[..., Any] | None, size: int, block_timeout: float | None,
               unknown: bool) -> bool:
@@ -257,11 +334,14 @@ class Producer(_ProducerBase):
             return False
         if timestamp == 0:
             timestamp = _time_ns() // 1_000_000
+        held_at = time.monotonic()
+        if unknown:
+            self._first_referenced.setdefault(topic, held_at)
         buffers = self._buffers
         if not buffers.reserve(size):
             if not self._wait_for_room(size, block_timeout) or not buffers.reserve(size):
                 raise BufferError("Local: Queue full")
-        held = HeldMessage(partition, key, value, headers, timestamp, cb, size)
+        held = HeldMessage(partition, key, value, headers, timestamp, cb, size, held_at)
         if self._unassigned.hold(topic, held, start=unknown):
             return True
         buffers.unreserve(size)  # released meanwhile: the caller appends it normally
@@ -278,13 +358,18 @@ class Producer(_ProducerBase):
                 self._report_now(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
                                  KafkaError._UNKNOWN_PARTITION, reserved_size=msg.size)
                 continue
-            buffers.append(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
-                           msg.size, reserved=True)
+            buffers.append_held(topic, partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
+                                msg.size, msg.held_at)
+        self._first_referenced.pop(topic, None)
         self._wake.set()
+
+    def _expire_held(self, topic: str, messages: list[HeldMessage]) -> None:
+        """Held past message.timeout.ms (no metadata came for the topic): as librdkafka's UA partition."""
+        self._fail_held(topic, messages, KafkaError._MSG_TIMED_OUT)
 
     def _fail_held(self, topic: str, messages: list[HeldMessage], code: int | None = None) -> None:
         if code is None:
-            code = self._metadata_errors.get(topic, KafkaError._UNKNOWN_TOPIC)
+            code = self._metadata_errors.get(topic, KafkaError.UNKNOWN_TOPIC_OR_PART)
         for msg in messages:
             self._report_now(topic, msg.partition, msg.key, msg.value, msg.headers, msg.timestamp, msg.callback,
                              code, reserved_size=msg.size)
@@ -325,33 +410,47 @@ class Producer(_ProducerBase):
             self._txn.note_failed(1)
 
     def _lookup_failed_recently(self, topic: str) -> bool:
-        """The topic's lookup failed less than _METADATA_RETRY_S ago: its messages fail without another."""
-        failed_at = self._metadata_failed_at.get(topic)
-        return failed_at is not None and time.monotonic() - failed_at < _METADATA_RETRY_S
+        """The topic was found missing (or failed for good) less than _METADATA_RETRY_S ago: produce() raises
+        without another lookup, as librdkafka's produce() does while the topic is in that state."""
+        failed = self._metadata_failed_at.get(topic)
+        if failed is None:
+            return False
+        if time.monotonic() - failed[0] < _METADATA_RETRY_S:
+            return True
+        del self._metadata_failed_at[topic]
+        return False
 
-    def _lookup_partition_count(self, topic: str) -> int | None:
-        if self._lookup_failed_recently(topic):
-            return None
-        # A topic being auto-created may need a few metadata rounds before it has partitions.
-        deadline = time.monotonic() + self._propagation_s
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                cluster = self._metadata([topic], min(max(remaining, 0.1), 2.0), allow_auto_create=True)
-                meta = cluster.topics.get(topic)
-                if meta is not None and meta.error is not None:
-                    self._metadata_errors[topic] = (KafkaError._UNKNOWN_TOPIC
-                                                    if meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-                                                    else meta.error.code())
-            except KafkaException as exc:
-                self._metadata_errors[topic] = exc.args[0].code()
-            count = self._partition_counts.get(topic)
-            if count is not None:
-                return count
-            if deadline - time.monotonic() <= 0.1:
-                self._metadata_failed_at[topic] = time.monotonic()
-                return None
-            time.sleep(0.1)
+    def _lookup_partition_count(self, topic: str) -> Any:
+        """One metadata lookup for a held topic (on the resolver thread): its partition count; None when it
+        failed for good (the error is in ``_metadata_errors``); RETRY when there is no answer yet: no broker
+        reachable, none configured, or the topic still missing within topic.metadata.propagation.max.ms.
+        Messages that wait meanwhile time out at message.timeout.ms (``_expire_held``)."""
+        if self._closed or self._rt.closed:
+            self._unassigned.stop()
+            return RETRY
+        timeout = min(self._socket_timeout_s, _LOOKUP_TIMEOUT_S)
+        try:
+            cluster = self._metadata([topic], timeout, allow_auto_create=True)
+        except (KafkaException, RuntimeError):
+            return RETRY  # transport, timeout, no broker: ask again after a backoff
+        count = self._partition_counts.get(topic)
+        if count is not None:
+            return count
+        meta = cluster.topics.get(topic)
+        code = meta.error.code() if meta is not None and meta.error is not None else 0
+        if code in _TOPIC_FATAL_ERRORS:
+            return self._failed_for_good(topic, code, code)
+        if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            first = self._first_referenced.get(topic, time.monotonic())
+            if time.monotonic() - first >= self._propagation_s:
+                return self._failed_for_good(topic, code, KafkaError._UNKNOWN_TOPIC)
+        return RETRY  # no partitions yet (being created), or a transient error
+
+    def _failed_for_good(self, topic: str, code: int, produce_code: int) -> None:
+        """Held messages fail with ``code``; produce() raises ``produce_code`` for the next _METADATA_RETRY_S."""
+        self._metadata_errors[topic] = code
+        self._metadata_failed_at[topic] = (time.monotonic(), produce_code)
+        return None
 
     # ---- delivery reports --------------------------------------------------------------------------------
     def poll(self, timeout: float | None = None) -> int:
@@ -368,10 +467,18 @@ class Producer(_ProducerBase):
         events = self._rt.events
         while True:
             remaining = deadline - time.monotonic()
-            op = events.poll(max(0.0, min(remaining, 3600.0)))
+            # in slices: reports the app's own threads queue (timed-out held messages) wake no queue
+            op = events.poll(max(0.0, min(remaining, _POLL_SLICE_S)))
             handled = 0
             while op is not None:
-                handled += self._handle_op(op)
+                try:
+                    handled += self._handle_op(op)
+                except KeyboardInterrupt:
+                    # Ctrl+C between taking the op and handling it: a report op is handled again (it is
+                    # idempotent) so no report is lost, then the interrupt goes on
+                    if op.type in _IDEMPOTENT_OPS:
+                        self._handle_op(op)
+                    raise
                 op = events.poll(0)
             served = self._serve_ready() + handled
             if served or remaining <= 0:
@@ -411,12 +518,28 @@ class Producer(_ProducerBase):
         self._wake.set()  # a dead host's toppars are back: hand over what waits for them
 
     def _serve_ready(self) -> int:
+        """Call the ready reports' callbacks, oldest first, one serving thread at a time (each report goes to
+        one thread; a callback may poll() again). A report leaves the queue only as its callback is called:
+        an interrupt (Ctrl+C) right after its removal puts it back. If a callback raises (KeyboardInterrupt
+        included), the exception propagates and the reports after it wait for the next poll()."""
         ready = self._buffers.ready
+        if not ready:
+            return 0
         served = 0
-        while ready:
-            callback, error, msg = ready.popleft()
-            served += 1
-            callback(error, msg)  # an exception propagates; the remaining reports wait for the next poll
+        lock = self._serve_lock
+        lock.acquire()
+        try:
+            while ready:
+                report = ready[0]
+                try:
+                    ready.popleft()
+                except KeyboardInterrupt:  # raised once the call returned: the report was removed
+                    ready.appendleft(report)
+                    raise
+                served += 1
+                report[0](report[1], report[2])
+        finally:
+            lock.release()
         return served
 
     def flush(self, timeout: float | None = None) -> int:
@@ -472,6 +595,12 @@ class Producer(_ProducerBase):
         self._check_open()
         return self._handle.list_topics(topic, timeout)
 
+    def cluster_id(self, timeout: float | None = -1) -> str:
+        """The cluster id (from broker metadata, KIP-78): at once once known, else asked for, waiting up to
+        ``timeout`` seconds (None/-1: socket.timeout.ms). Raises KafkaException(_TIMED_OUT) if none came."""
+        self._check_open()
+        return self._handle.cluster_id(timeout)
+
     def _metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
         self._check_open()
         return self._handle.metadata(topics, timeout, allow_auto_create)
@@ -506,6 +635,8 @@ class Producer(_ProducerBase):
                     self._hand_over()
                 except Exception:  # the flusher must survive anything; failures become delivery reports
                     self._logger.log(logging.ERROR, "kqactors producer flusher failed", exc_info=True)
+            if self._unassigned.held:
+                self._unassigned.expire()  # held past message.timeout.ms: _MSG_TIMED_OUT
 
     def _hand_over_now(self, topic: str, partition: int) -> bool:
         """Hand what is unsent over from the producing thread: the one message when linger.ms=0 and the

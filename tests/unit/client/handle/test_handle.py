@@ -34,10 +34,12 @@ def test_timeout_seconds() -> None:
             timeout_seconds(bad)
 
 
-def test_bootstrap_servers_are_required() -> None:
-    with pytest.raises(KafkaException) as info:
-        ClientHandle(Config({}, kind="consumer"), "consumer", logging.getLogger("test"))
-    assert info.value.args[0].code() == KafkaError._INVALID_ARG
+def test_no_bootstrap_servers_is_allowed_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """As librdkafka: a client without bootstrap.servers is created; it says it will not connect."""
+    with caplog.at_level(logging.INFO, logger="test"):
+        handle = ClientHandle(Config({}, kind="consumer"), "consumer", logging.getLogger("test"))
+    assert not handle.shipped.get("bootstrap.servers")
+    assert "No `bootstrap.servers` configured" in caplog.text
 
 
 def test_statistics_are_switched_off_for_main_without_a_callback() -> None:

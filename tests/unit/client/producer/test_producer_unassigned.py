@@ -1,11 +1,13 @@
 """Unit tests of producer_unassigned: messages held for a topic without metadata are placed in produce order,
-a produce() racing the release waits for it, and a failed lookup fails every held message once."""
+a produce() racing the release waits for it, a failed lookup fails every held message once, a lookup without
+an answer is repeated, and messages held past message.timeout.ms expire."""
 
 from __future__ import annotations
 
 import threading
+import time
 
-from kqactors.client.producer.unassigned import HeldMessage, UnassignedMessages
+from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 
 
 def _msg(n: int) -> HeldMessage:
@@ -102,3 +104,45 @@ def test_take_all_empties_what_is_held() -> None:
     finally:
         held.close()
     assert rec.released == [] and rec.failed == []
+
+
+def test_no_answer_is_asked_again_until_one_comes() -> None:
+    """RETRY (no broker reachable, topic still propagating): the topic stays held and is looked up again."""
+    answers = [RETRY, RETRY, 2]
+    asked: list[float] = []
+    released: list[tuple[str, list[bytes], int]] = []
+    done = threading.Event()
+
+    def resolve(topic: str) -> object:
+        asked.append(time.monotonic())
+        return answers.pop(0)
+
+    def release(topic: str, messages: list[HeldMessage], count: int) -> None:
+        released.append((topic, [m.value for m in messages], count))
+        done.set()
+
+    held = UnassignedMessages(resolve, release, lambda topic, messages: None)
+    try:
+        held.hold("t", _msg(0), start=True)
+        assert done.wait(10)
+        assert released == [("t", [b"0"], 2)] and len(asked) == 3
+        assert asked[2] - asked[0] >= 0.25  # backing off between the lookups (0.1 s, then 0.2 s)
+    finally:
+        held.close()
+
+
+def test_messages_held_past_the_timeout_expire_oldest_first() -> None:
+    expired: list[tuple[str, list[bytes]]] = []
+    held = UnassignedMessages(lambda topic: RETRY, lambda *a: None, lambda *a: None, timeout_s=1.0,
+                              on_expired=lambda topic, messages: expired.append((topic, [m.value for m in messages])))
+    try:
+        now = time.monotonic()
+        for n, age in enumerate((3.0, 1.5, 0.5)):
+            held.hold("t", _msg(n)._replace(held_at=now - age), start=n == 0)
+        held.hold("u", _msg(9), start=True)  # held_at None: never expires here
+        assert held.expire(now) == 2
+        assert expired == [("t", [b"0", b"1"])]
+        assert [m.value for m in held.held["t"]] == [b"2"] and "u" in held.held  # still held and looked up
+        assert held.expire(now + 0.6) == 1 and held.expire(now + 100) == 0
+    finally:
+        held.close()

@@ -307,7 +307,9 @@ class Producer(_ProducerBase):
                     _normalise_headers(msg["headers"])
                 except TypeError:
                     raise ValueError(f"Invalid headers at index {index}") from None
-            cb = msg.get("callback") or default_cb
+            cb = msg.get("callback")
+            if cb is None:
+                cb = default_cb
             if cb is not None and not callable(cb):
                 raise TypeError(f"Message callback at index {index} must be callable")
             parsed.append((msg, value, key, cb))

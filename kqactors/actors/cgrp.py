@@ -45,6 +45,7 @@ from kqactors.core.log import ClientLog
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, TopicPartition
 from kqactors.ops import client as ops
+from kqactors.ops import security as sops
 from kqactors.ops.group import (
     CGRP_CLOSE,
     CGRP_COMMIT,
@@ -256,6 +257,16 @@ class CgrpActor(Actor):
             return ops.broker_name(node_id)
         self.coordinator_links[node_id] = name
         return name
+
+    @on(sops.SASL_CREDENTIALS)
+    def _on_sasl_credentials(self, op: Op) -> None:
+        """set_sasl_credentials(): the group's coordinator connections (running and later ones) authenticate
+        with the new credentials from their next authentication on (the payload is a secret: never logged)."""
+        payload = op.payload if isinstance(op.payload, dict) else {}
+        self.config["sasl.username"] = str(payload.get("username") or "")
+        self.config["sasl.password"] = str(payload.get("password") or "")
+        for name in self.coordinator_links.values():
+            self.ctx.send(name, Op(sops.SASL_CREDENTIALS, payload))
 
     def _retire_links(self, keep: set[int]) -> None:
         """Stop the coordinator connections of brokers that left the metadata (or moved)."""

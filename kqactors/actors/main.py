@@ -24,6 +24,7 @@ from kqactors.core.metadata import MetadataCache, MetadataDelta, RefreshSchedule
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import producer as pops
+from kqactors.ops import security as sops
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 
@@ -223,6 +224,16 @@ class MainActor(TxnWiring, Actor):
 
     def _broker_config(self) -> dict[str, Any]:
         return broker_connection_config(self.config)
+
+    @on(sops.SASL_CREDENTIALS)
+    def _on_sasl_credentials(self, op: Op) -> None:
+        """set_sasl_credentials(): broker actors spawned from now on get the new credentials, the running ones
+        use them from their next authentication on (the payload is a secret: never logged)."""
+        payload = op.payload if isinstance(op.payload, dict) else {}
+        self.config["sasl.username"] = str(payload.get("username") or "")
+        self.config["sasl.password"] = str(payload.get("password") or "")
+        for handle in self.brokers.values():
+            self.ctx.send(handle.name, Op(sops.SASL_CREDENTIALS, payload))
 
     @on(ops.BROKER_STATE)
     def _on_broker_state(self, op: Op) -> None:

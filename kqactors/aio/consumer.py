@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 from kqactors.aio._loop import LoopDriver, loop_callback
 from kqactors.client.consumer.consumer import Consumer
 from kqactors.client.handle import ClusterMetadata
-from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import Message, TopicPartition
 from kqactors.runtime.runtime import AppQueue
 
@@ -303,12 +302,8 @@ class AIOConsumer:
         return metadata.cluster_id
 
     async def set_sasl_credentials(self, username: str, password: str) -> None:
-        """Change the SASL credentials (KafkaException _NOT_IMPLEMENTED while kqactors has no such call)."""
-        method = getattr(self._consumer, "set_sasl_credentials", None)
-        if method is None:
-            raise KafkaException(KafkaError(KafkaError._NOT_IMPLEMENTED,
-                                            "set_sasl_credentials() is not supported by kqactors yet"))
-        await self._blocking(method, username, password)
+        """Change the SASL credentials of every later authentication (the sync Consumer's call)."""
+        await self._blocking(self._consumer.set_sasl_credentials, username, password)
 
     # ---- lifecycle -------------------------------------------------------------------------------------------------
     async def close(self) -> None:

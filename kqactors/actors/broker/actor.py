@@ -86,6 +86,7 @@ class BrokerActor(Actor):
         self.log_connection_close = bool(_conf(config, "log.connection.close", True))
         self.max_in_flight = int(_conf(config, "max.in.flight.requests.per.connection", 1000000))
         self.security = BrokerSecurity(config)
+        self._handlers.update(self.security.handlers())  # SASL_CREDENTIALS (set_sasl_credentials)
         self.conn = Connection(
             client_id=_conf(config, "client.id", "rdkafka"),
             max_in_flight=self.max_in_flight,

@@ -5,6 +5,10 @@ authenticates with (asked of the ``oauth`` token actor before connecting, kept u
 report of TLS and authentication failures to error_cb (an ERR op to main, once per distinct reason until
 the connection is up again: reconnects keep their backoff, the application hears once).
 
+``set_sasl_credentials()`` reaches it as a SASL_CREDENTIALS op (``handlers()``): the new username and password
+are used by every later authentication of this connection — the next connection attempt (after the reconnect
+backoff, as librdkafka) and the next KIP-368 re-authentication — while an UP connection keeps its session.
+
 Secrets (passwords, key PEMs, tokens) stay inside this object and the connection's mechanism; ``repr`` shows
 neither, and no log line or error text carries them.
 """
@@ -49,6 +53,23 @@ class BrokerSecurity:
 
     def __repr__(self) -> str:
         return f"<BrokerSecurity {self.protocol} {self.mechanism}>".replace(" >", ">")
+
+    # ---- credentials ---------------------------------------------------------------------------------------
+    def set_credentials(self, username: str, password: str) -> None:
+        """New SASL username and password for every later authentication (PLAIN, SCRAM; OAUTHBEARER ignores
+        them, as librdkafka). The running mechanism, if any, finishes with the ones it started with."""
+        if self.authenticator is None:
+            return
+        current = self.authenticator.credentials
+        self.authenticator.credentials = SaslCredentials(current.mechanism, username, password, token=current.token)
+
+    def handlers(self) -> dict[str, Any]:
+        """The broker actor's op handlers for this part (SASL_CREDENTIALS)."""
+        return {sops.SASL_CREDENTIALS: self._on_credentials}
+
+    def _on_credentials(self, op: Op) -> None:
+        payload = op.payload if isinstance(op.payload, dict) else {}
+        self.set_credentials(str(payload.get("username") or ""), str(payload.get("password") or ""))
 
     # ---- transports ------------------------------------------------------------------------------------
     def transport(self, address: transports.AddrInfo, host: str, nodelay: bool,

@@ -40,7 +40,6 @@ class AdminBase:
         self._handle = handle = ClientHandle(config, "producer", _log)
         handle.hosts = 0  # no toppar hosts: the main host only
         self._default_timeout_ms = int(config["socket.timeout.ms"])
-        self._sasl_credentials: tuple[str, str] | None = None
         self._rt = handle.start(MAIN_FACTORY)
         self._dispatcher = Dispatcher(self._rt)
         self._closed = False

@@ -51,10 +51,7 @@ class AdminClient(TopicsMixin, ConfigsMixin, GroupsMixin, AclsMixin):
                 return served
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
-        """Set the SASL username and password (PLAIN and SCRAM) the client authenticates with from its next
-        connection on. kqactors does not speak SASL yet: the credentials are stored, and will be used once
-        SASL lands; today's connections are plaintext (a SASL security.protocol is refused at configuration)."""
-        for position, value in ((1, username), (2, password)):
-            if not isinstance(value, str):
-                raise TypeError(f"argument {position} must be str, not {type(value).__name__}")
-        self._sasl_credentials = (username, password)
+        """Set the SASL username and password (PLAIN, SCRAM) used by every later authentication of every
+        broker connection; connections already up keep their session (librdkafka). TypeError for non-str."""
+        self._check_open()
+        self._handle.set_sasl_credentials(username, password)

@@ -558,6 +558,14 @@ class Consumer:
         self._check_open()
         return self._handle.list_topics(topic, timeout)
 
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Set the SASL username and password (PLAIN, SCRAM) used by every later authentication of every
+        broker connection, the group coordinator's included; connections already up keep their session
+        (librdkafka). TypeError for non-str."""
+        self._check_open()
+        group = getattr(self._group, "_name", None)
+        self._handle.set_sasl_credentials(username, password, also=(group,) if group else ())
+
     # ---- group methods (kqactors/client/consumer/group.py) ---------------------------------------------------
     def _require_group(self, what: str) -> Any:
         self._check_open()

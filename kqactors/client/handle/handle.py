@@ -285,3 +285,21 @@ class ClientHandle:
                 KafkaError._TIMED_OUT, "Failed to retrieve cluster id: Local: Timed out. The broker must support "
                                        "KIP-78 (>= 0.10.1) for the cluster id to be available."))
         return self.known_cluster_id
+
+    def set_sasl_credentials(self, username: Any, password: Any, also: Iterable[str] = ()) -> None:
+        """The facades' set_sasl_credentials() (rd_kafka_sasl_set_credentials): the SASL username and password
+        (PLAIN, SCRAM) of every later authentication of every connection of this client — ``main``'s broker
+        actors and the actors named in ``also`` (the consumer's ``cgrp``, whose coordinator connections are its
+        own). Connections already up keep their session; a connection waiting to reconnect uses them at its
+        next attempt. Neither value is ever logged. TypeError for a value that is not a str, as
+        confluent-kafka."""
+        for position, value in ((1, username), (2, password)):
+            if not isinstance(value, str):
+                raise TypeError(f"argument {position} must be str, not {type(value).__name__}")
+        self.shipped["sasl.username"] = username  # a restarted main host starts with them
+        self.shipped["sasl.password"] = password
+        if self.rt is None:
+            return
+        payload = sops.credentials_payload(username, password)
+        for target in ("main", *also):
+            self.rt.send(target, Op(sops.SASL_CREDENTIALS, payload))

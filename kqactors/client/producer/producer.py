@@ -603,6 +603,13 @@ class Producer(_ProducerBase):
         self._check_open()
         return self._handle.cluster_id(timeout)
 
+    # ---- security ------------------------------------------------------------------------------------
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Set the SASL username and password (PLAIN, SCRAM) used by every later authentication of every
+        broker connection; connections already up keep their session (librdkafka). TypeError for non-str."""
+        self._check_open()
+        self._handle.set_sasl_credentials(username, password)
+
     def _metadata(self, topics: list[str] | None, timeout: float, allow_auto_create: bool) -> ClusterMetadata:
         self._check_open()
         return self._handle.metadata(topics, timeout, allow_auto_create)

@@ -387,8 +387,8 @@ class BrokerActor(Actor):
 
     def _connect_failed(self, reason: str, code: int) -> None:
         now = time.monotonic()
+        self._log_failure(reason, now)  # before the security form: FAIL adds its own "(after N ms in state S)"
         reason = self._security_failure(code, reason)
-        self._log_failure(reason, now)
         self._dispatch(self.conn.on_disconnect(now, reason, code))
         self._fail_unsent(code, reason)
         self._schedule_reconnect(now)
@@ -526,8 +526,8 @@ class BrokerActor(Actor):
 
     def _disconnect(self, reason: str, now: float, code: int = KafkaError._TRANSPORT,
                     closed_by_broker: bool = False) -> None:
-        reason = self._security_failure(code, reason)
         self._log_failure(reason, now, closed_by_broker)
+        reason = self._security_failure(code, reason)
         self.conn.counters.disconnects += 1
         self._close_transport()
         self._dispatch(self.conn.on_disconnect(now, reason, code))

@@ -124,5 +124,8 @@ def request_metadata(runtime: Runtime, topics: list[str] | None, timeout: float,
             # no broker was up for the whole timeout: librdkafka's rd_kafka_metadata() says _TRANSPORT then
             # (and _TIMED_OUT only when a broker got the request and did not answer in time)
             code = KafkaError._TRANSPORT
-        raise KafkaException(KafkaError(code, f"Failed to get metadata: {KafkaError(code).str()}"))
+        text = f"Failed to get metadata: {KafkaError(code).str()}"
+        if code in (KafkaError._SSL, KafkaError._AUTHENTICATION) and payload.get("reason"):
+            text += f": {payload['reason']}"  # why the connection was refused: the certificate, the password
+        raise KafkaException(KafkaError(code, text))
     return cluster_from_wire(payload.get("metadata") or {})

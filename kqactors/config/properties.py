@@ -184,6 +184,9 @@ _TABLE: tuple[Property, ...] = (
        doc="Number of toppar host processes (record encode/decode, compression); default = CPU cores. "
            "0 runs the toppars in the main host process: one process and one hop fewer each way, for "
            "the lowest latency and CPU at modest rates, with encode/decode on one core"),
+    _p("kqactors.runtime.dir", STRING, "*", "",
+       doc="Attach to the shared runtime run by `kqactors runtime --dir DIR` instead of starting this client's "
+           "own actor hosts (kqactors.hosts is then the runtime's)"),
 )
 
 PROPERTIES: dict[str, Property] = {prop.name: prop for prop in _TABLE}
@@ -204,7 +207,8 @@ ALIASES: dict[str, str] = {
 
 # Keys that only exist at the confluent-kafka Python level (not librdkafka properties).
 PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "logger", "on_delivery", "on_commit",
-                         "default.topic.config", "kqactors.hosts", "oauth_cb"})
+                         "default.topic.config", "kqactors.hosts", "oauth_cb",
+                         "kqactors.runtime.dir"})
 
 # librdkafka properties set through a dedicated C API: librdkafka refuses them in a configuration dict
 # ("must be set through dedicated .._set_..() function"); INTERNAL ones are "not settable" at all.

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .actor import Actor, ActorContext, check_name, check_spec, load_factory
+from .namespace import NamespacedContext, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import (
     APP,
     CHILD_EXITED,
@@ -58,7 +59,7 @@ UNPUBLISHED_WAIT_S = 2.0
 
 
 class ActorSlot:
-    __slots__ = ("name", "parent", "actor", "queues", "next_qid", "scheduled", "fds")
+    __slots__ = ("name", "parent", "actor", "queues", "next_qid", "scheduled", "fds", "ns")
 
     def __init__(self, name: str, parent: str) -> None:
         self.name = name
@@ -68,6 +69,7 @@ class ActorSlot:
         self.next_qid = 1
         self.scheduled = False
         self.fds: set[int] = set()
+        self.ns = namespace_of(name)  # a shared runtime's client namespace (namespace.py), or None
 
 
 class _Pending:
@@ -191,6 +193,9 @@ class HostCore:
             return
         key = self.directory.get(target)
         if key is None:
+            if is_ns_app(target):  # an attached app of a shared runtime: its inbox is named after it
+                self._out.setdefault(target, []).append(op)
+                return
             if op.is_request:  # a request fails fast; its sender decides whether to retry
                 self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r}")
             else:
@@ -254,6 +259,8 @@ class HostCore:
             if slot is None:
                 return
             op.serve = pending.on_reply
+            if slot.ns is not None and op.sender:
+                op.sender = strip(slot.ns, op.sender)
             slot.queues[0].enqueue(op)
             return
         if slot is None:
@@ -262,6 +269,8 @@ class HostCore:
             else:
                 self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on {self.host_key}")
             return
+        if slot.ns is not None and op.sender:
+            op.sender = strip(slot.ns, op.sender)  # an actor in a namespace sees plain names (namespace.py)
         queue = slot.queues.get(op.qid)
         if queue is None:
             self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"{target} has no queue {op.qid}")
@@ -347,8 +356,9 @@ class HostCore:
             op.replied = True
             self.post(error_reply(op, ErrorCode.POISON, text))
         elif op.sender and not op.flags & REPLY and op.type != POISON:
+            sender = op.sender if slot.ns is None else qualify(slot.ns, op.sender)
             self.post(Op(POISON, {"type": op.type, "target": slot.name, "error": text},
-                         error=OpError(ErrorCode.POISON, text), target=op.sender, sender=slot.name))
+                         error=OpError(ErrorCode.POISON, text), target=sender, sender=slot.name))
 
     # -- file descriptors ------------------------------------------------------------------------------
     def register_fd(self, actor: str, fd: int, on_readable: Callable | None, on_writable: Callable | None) -> None:
@@ -446,7 +456,8 @@ class HostCore:
         self.actors[name] = slot
         self.directory[name] = self.host_key
         try:
-            actor = load_factory(factory)(ActorContext(self, name, parent), **args)
+            context = ActorContext(self, name, parent) if slot.ns is None else NamespacedContext(self, name, parent)
+            actor = load_factory(factory)(context, **args)
             if not isinstance(actor, Actor):
                 raise TypeError(f"{factory} returned {type(actor).__name__}, not an Actor")
             slot.actor = actor
@@ -480,9 +491,12 @@ class HostCore:
             for key in others:
                 self._post_to_endpoint(key, retract)
             raise ActorError(ErrorCode.SPAWN_FAILED, f"{name} ({factory}): {error}")
-        self._post_to_endpoint(APP_KEY, Op(ACTOR_SPAWNED, {"name": name, "factory": factory, "args": args,
-                                                            "parent": parent, "host": self.host_key},
-                                           target=HOST_CONTROL))
+        spawned = Op(ACTOR_SPAWNED, {"name": name, "factory": factory, "args": args, "parent": parent,
+                                     "host": self.host_key}, target=HOST_CONTROL)
+        self._post_to_endpoint(APP_KEY, spawned)
+        ns = namespace_of(name)
+        if ns is not None:  # the attached app that owns the namespace learns its actors' children too
+            self._post_to_endpoint(app_name(ns), spawned)
         return self.host_key
 
     def stop_child(self, name: str) -> None:
@@ -494,8 +508,11 @@ class HostCore:
         for key in self.host_keys:
             if key != self.host_key:
                 self._post_to_endpoint(key, gone)
-        self._post_to_endpoint(APP_KEY, Op(ACTOR_STOPPED, {"name": name, "host": self.host_key},
-                                           target=HOST_CONTROL))
+        stopped = Op(ACTOR_STOPPED, {"name": name, "host": self.host_key}, target=HOST_CONTROL)
+        self._post_to_endpoint(APP_KEY, stopped)
+        ns = namespace_of(name)
+        if ns is not None:
+            self._post_to_endpoint(app_name(ns), stopped)
 
     def stop_actor(self, name: str) -> None:
         slot = self.actors.get(name)

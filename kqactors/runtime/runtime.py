@@ -172,15 +172,43 @@ class Runtime:
     ...     rt.request("echo", Op("ECHO", {"x": 1}), timeout=5).payload
     """
 
+    #: the Supervisor class (a shared runtime plugs in its own, see shared.py)
+    supervisor_factory: Callable[..., Supervisor] = Supervisor
+    #: the app's name as actors see it (an attached app's is its namespace's, see shared.py)
+    _app: str = APP
+
     def __init__(self, hosts: int = 1, *, transport: str = "zmq", restart_delay: float = 0.5,
-                 start_timeout: float = 30.0, log_level: str = "WARNING") -> None:
+                 start_timeout: float = 30.0, log_level: str = "WARNING", run_dir: str | None = None) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         if not isinstance(hosts, int) or hosts < 1:
             raise ValueError(f"hosts must be a positive int, got {hosts!r}")
         if restart_delay < 0:
             raise ValueError("restart_delay must be >= 0")
-        self._plumbing = p = _Plumbing(transport)
+        p = _Plumbing(transport)
+        self._init_state(p, [f"h{i}" for i in range(hosts)])
+        try:
+            if transport == "zmq":
+                p.context = zmq.Context()
+                if run_dir is None:
+                    p.run_dir = make_run_dir()
+                else:  # a shared runtime's (shared.py): made by its caller with the permissions it wants
+                    p.run_dir = run_dir
+                p.inbox = ZmqInbox(p.context, p.run_dir, APP_KEY)
+                p.outbox = ZmqOutbox(p.context, p.run_dir)
+                p.control = ZmqControl(p.context, p.run_dir, self._host_died_hook(p), log_level)
+            else:
+                p.control = InprocNetwork(self._host_died_hook(p))
+            p.supervisor = self.supervisor_factory(p.control, self.host_keys, restart_delay,
+                                                   on_down=self._down_hook(p))
+            p.supervisor.start(start_timeout)
+        except BaseException:
+            p.close(timeout=1.0)
+            raise
+
+    def _init_state(self, p: _Plumbing, host_keys: list[str]) -> None:
+        """The app-side state every Runtime has (also an attached one's, see shared.py)."""
+        self._plumbing = p
         self._callbacks = CallbackRegistry()
         self._qids = itertools.count(1)
         self._req_ids = itertools.count(1)
@@ -192,24 +220,10 @@ class Runtime:
         self._pumping = False
         self._waiting = 0  # threads blocked in _cond.wait while another one pumps
         self._thread_state = threading.local()
-        self.host_keys = [f"h{i}" for i in range(hosts)]
+        self.host_keys = host_keys
         self.events = AppQueue(0, self._wait_until, self._callbacks)
         self._queues[0] = self.events
         self._finalizer = weakref.finalize(self, p.close)
-        try:
-            if transport == "zmq":
-                p.context = zmq.Context()
-                p.run_dir = make_run_dir()
-                p.inbox = ZmqInbox(p.context, p.run_dir, APP_KEY)
-                p.outbox = ZmqOutbox(p.context, p.run_dir)
-                p.control = ZmqControl(p.context, p.run_dir, self._host_died_hook(p), log_level)
-            else:
-                p.control = InprocNetwork(self._host_died_hook(p))
-            p.supervisor = Supervisor(p.control, self.host_keys, restart_delay, on_down=self._down_hook(p))
-            p.supervisor.start(start_timeout)
-        except BaseException:
-            p.close(timeout=1.0)
-            raise
 
     @staticmethod
     def _host_died_hook(p: _Plumbing) -> Callable[[str, int | None], None]:
@@ -352,7 +366,7 @@ class Runtime:
         self._check_usable()
         op.target = name
         op.qid = qid
-        op.sender = APP
+        op.sender = self._app
         self._transmit(self._route_key(name), [op])
 
     def send_many(self, items: Iterable[tuple[str, Op]]) -> None:
@@ -361,7 +375,7 @@ class Runtime:
         by_host: dict[str, list[Op]] = {}
         for name, op in items:
             op.target = name
-            op.sender = APP
+            op.sender = self._app
             by_host.setdefault(self._route_key(name), []).append(op)
         for key, ops in by_host.items():
             self._transmit(key, ops)
@@ -402,10 +416,10 @@ class Runtime:
         key = self._route_key(name)
         req_id = next(self._req_ids)
         op.target = name
-        op.sender = APP
+        op.sender = self._app
         op.flags &= ~REPLY
         op.req_id = req_id
-        op.reply_to = (APP, reply_queue.qid, reply_queue.version)
+        op.reply_to = (self._app, reply_queue.qid, reply_queue.version)
         deadline = time.monotonic() + timeout
         with self._pending_lock:
             self._pending[req_id] = _AppPending(name, reply_queue, op.type, reply_queue.version)

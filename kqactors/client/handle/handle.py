@@ -37,8 +37,9 @@ from kqactors.core.stats import StatsEmitter, next_client_number
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import client as ops
 from kqactors.ops import security as sops
-from kqactors.runtime.op import CHILD_EXITED, Op
+from kqactors.runtime.op import CHILD_EXITED, ActorError, Op
 from kqactors.runtime.runtime import AppQueue, Runtime
+from kqactors.runtime.shared import AttachedRuntime, read_runtime_info
 
 __all__ = ["ClientHandle", "DownHandler", "timeout_seconds"]
 
@@ -91,6 +92,13 @@ class ClientHandle:
         self.socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
         #: toppar host processes (kqactors.hosts); 0 puts the toppars on the main host
         self.hosts = int(conf["kqactors.hosts"])
+        #: a shared runtime to attach to (``kqactors runtime --dir``), or "" for a runtime of our own
+        self.runtime_dir = str(conf.get("kqactors.runtime.dir") or "")
+        if self.runtime_dir:
+            try:
+                self.hosts = int(read_runtime_info(self.runtime_dir)["toppar_hosts"])
+            except ActorError as exc:
+                raise KafkaException(KafkaError(KafkaError._TRANSPORT, exc.message)) from None
         #: the first fatal error main reported (librdkafka's rk_fatal), or None
         self.fatal: KafkaError | None = None
         self.rt: Runtime | None = None
@@ -113,6 +121,8 @@ class ClientHandle:
         """Start the hosts (main's and the toppar hosts), spawn ``main`` from ``main_factory`` with the shipped
         configuration, have the toppar hosts import ``preload`` meanwhile (rather than one host after the
         other when the first toppar is spawned) and monitor every host. On failure nothing is left running."""
+        if self.runtime_dir:
+            return self._attach(main_factory)
         rt = Runtime(hosts=self.hosts + 1)
         try:
             self._start_log_forwarders(rt)
@@ -120,6 +130,27 @@ class ClientHandle:
             if preload:
                 rt.preload(preload, self.toppar_hosts())
             if needs_token_actor(self.shipped):  # OAUTHBEARER: the token source first (oauth_cb's first run here)
+                rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
+                         token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
+            rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
+            self.notices = rt.monitor()
+        except BaseException:
+            rt.close()
+            raise
+        self.rt = rt
+        return rt
+
+    def _attach(self, main_factory: str) -> Runtime:
+        """Attach to the shared runtime at ``kqactors.runtime.dir``: this client's own ``main`` (and later its
+        toppars) in its own namespace on the runtime's hosts; no process is started. The hosts' Python logs
+        stay with the runtime (its stderr): a forwarder per client would hand each record to every client."""
+        try:
+            rt: Runtime = AttachedRuntime(self.runtime_dir)
+        except ActorError as exc:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, f"attaching to {self.runtime_dir}: "
+                                                                    f"{exc.message or exc.code}")) from None
+        try:
+            if needs_token_actor(self.shipped):
                 rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
                          token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
             rt.spawn("main", main_factory, {"config": self.shipped}, host=0)

@@ -1,0 +1,42 @@
+"""``kqactors runtime --dir DIR``: run a shared runtime in the foreground (SIGTERM or Ctrl+C stops it).
+
+Runs in: the user's shell process, which becomes the shared runtime's server (kqactors/runtime/shared.py).
+Clients created with ``"kqactors.runtime.dir": DIR`` attach to it instead of starting their own hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    cmd = subparsers.add_parser(
+        "runtime", help="run a shared runtime that clients attach to (kqactors.runtime.dir)",
+        description="Run a shared actor runtime in the foreground. Producers and consumers created with "
+                    "\"kqactors.runtime.dir\": DIR attach to it in milliseconds instead of starting their own "
+                    "host processes. SIGTERM or Ctrl+C stops it.")
+    cmd.add_argument("--dir", required=True, help="the runtime's directory (created 0700, 0770 with --group)")
+    cmd.add_argument("--hosts", type=int, default=max(1, (os.cpu_count() or 1) - 1),
+                     help="toppar host processes besides the main host (default: cores - 1; 0 = main only)")
+    cmd.add_argument("--group", default=None, help="also let this group's members attach (directory 0770)")
+    cmd.add_argument("--log-level", default="WARNING", help="the hosts' Python log level (default WARNING)")
+    cmd.set_defaults(handler=run)
+
+
+def run(options: argparse.Namespace) -> int:
+    from kqactors.runtime.shared import RuntimeServer
+
+    logging.basicConfig(level=options.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server = RuntimeServer(options.dir, hosts=options.hosts, group=options.group, log_level=options.log_level)
+    try:
+        print(f"kqactors runtime: serving {os.path.abspath(options.dir)} (pid {os.getpid()}, "
+              f"{options.hosts} toppar hosts)", file=sys.stderr, flush=True)
+        return server.run()
+    except (RuntimeError, KeyError, PermissionError) as exc:
+        print(f"kqactors runtime: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,103 @@
+"""Runs in: every host process of a shared runtime (and in attached apps, for the name helpers). Owns client
+namespaces: an app attached to a shared runtime (see shared.py) gets a prefix ``_ns<N>``; its actors run as
+``_ns<N>/<name>`` on the shared hosts and its inbox is the endpoint ``_ns<N>/app``. An actor in a namespace
+sees plain names: its ``ctx.name`` is unprefixed, every name it sends to, requests from, spawns or stops is
+qualified with its prefix (``app`` becomes its namespace's app), and the ``sender`` of the ops it receives
+is stripped of the prefix. So actor code is the same whether it runs in a private or a shared runtime, and
+two clients' ``main`` never meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .actor import ActorContext
+from .op import APP, Op
+
+NS_MARK = "_ns"
+
+
+def is_namespaced(name: str) -> bool:
+    return name.startswith(NS_MARK) and "/" in name
+
+
+def namespace_of(name: str) -> str | None:
+    """``_ns7`` for ``_ns7/main``; None for a name outside any namespace."""
+    if not name.startswith(NS_MARK):
+        return None
+    head, sep, _ = name.partition("/")
+    return head if sep else None
+
+
+def app_name(ns: str) -> str:
+    """The name (and endpoint key) of a namespace's app."""
+    return f"{ns}/{APP}"
+
+
+def is_ns_app(name: str) -> bool:
+    return name.startswith(NS_MARK) and name.endswith("/" + APP) and name.count("/") == 1
+
+
+def qualify(ns: str, name: str) -> str:
+    if name == APP:
+        return f"{ns}/{APP}"
+    if name.startswith(ns) and name[len(ns):len(ns) + 1] == "/":
+        return name
+    return f"{ns}/{name}"
+
+
+def strip(ns: str, name: str | None) -> str | None:
+    if name and name.startswith(ns) and name[len(ns):len(ns) + 1] == "/":
+        return name[len(ns) + 1:]
+    return name
+
+
+class NamespacedContext(ActorContext):
+    """ActorContext of an actor in a namespace: plain names outside, qualified names inside the host."""
+
+    def __init__(self, core: Any, name: str, parent: str) -> None:
+        super().__init__(core, name, parent)
+        self.ns = namespace_of(name) or ""
+        self.full = name
+        self.name = strip(self.ns, name) or name
+        self.parent = strip(self.ns, parent) or parent  # the namespace's app reads as "app"
+
+    def send(self, name: str, op: Op, *, qid: int = 0) -> None:
+        op.target = qualify(self.ns, name)
+        op.qid = qid
+        op.sender = self.full
+        self._core.post(op)
+
+    def continue_later(self, op: Op) -> None:
+        op.target = self.full
+        op.qid = 0
+        op.sender = self.full
+        self._core.after_flush(op)
+
+    def reply(self, request: Op, reply: Op) -> None:
+        self._core.reply(request, reply, sender=self.full)
+
+    def request(self, name: str, op: Op, on_reply: Callable[[Op], Any], timeout: float, *,
+                version: int = 0) -> int:
+        return self._core.request(self.full, qualify(self.ns, name), op, on_reply, timeout, version)
+
+    def timer(self, interval: float, op: Op, *, repeat: bool = False) -> int:
+        return self._core.timer(self.full, interval, op, repeat)
+
+    def new_queue(self, serve: Callable[[Op], Any] | None = None) -> tuple[int, Any]:
+        return self._core.new_queue(self.full, serve)
+
+    @property
+    def mailbox(self) -> Any:
+        return self._core.actors[self.full].queues[0]
+
+    def register_fd(self, fd: int, on_readable: Callable[[], Any] | None = None,
+                    on_writable: Callable[[], Any] | None = None) -> None:
+        self._core.register_fd(self.full, fd, on_readable, on_writable)
+
+    def spawn(self, name: str, factory: str, args: dict | None = None) -> str:
+        return self._core.spawn_child(self.full, qualify(self.ns, name), factory, args)
+
+    def stop(self, name: str) -> None:
+        self._core.stop_child(qualify(self.ns, name))

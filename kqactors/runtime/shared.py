@@ -1,0 +1,536 @@
+"""Runs in: a shared-runtime process (``kqactors runtime --dir DIR``: RuntimeServer, SharedRuntime,
+SharedSupervisor) and in the apps that attach to it (AttachedRuntime). Owns the shared runtime: one set of
+actor hosts serving many client processes on one host, each in its own namespace (namespace.py).
+
+DIR holds ``runtime.json`` (the server's pid and host keys), ``ctl.sock`` (a REP socket: attach, spawn, stop,
+preload, detach) and ``rt/`` (the hosts' and the attached apps' ipc inboxes). DIR is 0700, or 0770 with a
+group (the sockets too, through the umask): the file system decides who may attach. An attached app binds
+its own inbox ``rt/_ns<N>_app.sock``, asks the server to spawn its actors (the server's supervisor keeps their
+specs and restarts them with their host), and then talks to its actors on the hosts directly, as a private
+runtime's app does. The server watches each attached app's pid: when one dies, its actors are stopped and
+nobody else notices. An attached app watches the server's pid: when the server dies, pending requests fail
+with DEAD_ACTOR, the monitors get ACTORS_DOWN for every actor and sends raise DEAD_ACTOR (no hang); a new
+client attaches once a runtime runs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import itertools
+import json
+import logging
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import msgpack
+import zmq
+
+from .host import HOST_DOWN
+from .namespace import app_name, is_ns_app, namespace_of, qualify, strip
+from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
+from .runtime import Runtime, _Plumbing
+from .supervisor import Supervisor
+from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint
+
+log = logging.getLogger(__name__)
+
+RUNTIME_FILE = "runtime.json"
+CTL_KEY = "ctl"
+RUN_SUBDIR = "rt"
+HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
+CTL_TIMEOUT_S = 10.0
+PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
+# Modules the server's hosts import at start, so a client's first spawns cost no import.
+DEFAULT_PRELOAD = ("kqactors.actors.main", "kqactors.actors.toppar", "kqactors.actors.broker.actor",
+                   "kqactors.actors.log")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_runtime_info(directory: str) -> dict:
+    """The shared runtime at ``directory`` (its pid, host keys); ActorError(TERMINATED) if none runs there."""
+    try:
+        with open(os.path.join(directory, RUNTIME_FILE)) as f:
+            info = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ActorError(ErrorCode.TERMINATED, f"no shared runtime at {directory}: {exc}") from None
+    if not _pid_alive(int(info.get("pid", 0))):
+        raise ActorError(ErrorCode.TERMINATED, f"the shared runtime at {directory} is not running")
+    return info
+
+
+# ---- the server side ---------------------------------------------------------------------------------------
+class SharedSupervisor(Supervisor):
+    """The Supervisor of a shared runtime: a namespace's app is a parent endpoint too (CHILD_EXITED goes to
+    its inbox), and each namespace hears of its own actors' host deaths (HOST_DOWN) and restarts (HOST_UP)."""
+
+    def __init__(self, channel: Any, host_keys: list[str], restart_delay: float,
+                 on_restarted: Callable[[str], None] | None = None,
+                 on_down: Callable[[str, list[str], int, int | None], None] | None = None) -> None:
+        super().__init__(channel, host_keys, restart_delay, on_restarted=self._host_up, on_down=self._host_down)
+        self._app_on_down = on_down
+        self.namespaces: set[str] = set()
+
+    def host_of(self, name: str) -> str | None:
+        if is_ns_app(name):
+            return name  # an attached app's endpoint key is its name
+        return super().host_of(name)
+
+    def _host_down(self, key: str, names: list[str], restarts: int, exitcode: int | None) -> None:
+        if self._app_on_down is not None:
+            self._app_on_down(key, names, restarts, exitcode)
+        for ns in list(self.namespaces):
+            mine = [n for n in names if namespace_of(n) == ns]
+            if mine:
+                self.channel.send(app_name(ns), [Op(HOST_DOWN, {"names": mine, "host": key, "restarts": restarts,
+                                                                "exitcode": exitcode}, target=HOST_CONTROL)])
+
+    def _host_up(self, key: str) -> None:
+        for ns in list(self.namespaces):
+            self.channel.send(app_name(ns), [Op(HOST_UP, {"host": key}, target=HOST_CONTROL)])
+
+    def drop_namespace(self, ns: str) -> int:
+        """Stop every actor of namespace ``ns`` (newest first: children, then toppars, main last)."""
+        self.namespaces.discard(ns)
+        with self._lock:
+            names = [n for n in self.specs if namespace_of(n) == ns]
+        for name in reversed(names):
+            with contextlib.suppress(ActorError):
+                self.stop(name)
+        return len(names)
+
+
+class SharedRuntime(Runtime):
+    supervisor_factory = SharedSupervisor
+
+
+class RuntimeServer:
+    """``kqactors runtime --dir DIR``: the shared runtime's process. ``hosts`` toppar hosts besides main's."""
+
+    def __init__(self, directory: str, hosts: int = 1, group: str | None = None, log_level: str = "WARNING",
+                 preload: Iterable[str] = DEFAULT_PRELOAD) -> None:
+        self.directory = os.path.abspath(directory)
+        self.hosts = int(hosts)
+        self.group = group
+        self.log_level = log_level
+        self.preload = list(preload)
+        self.rt: SharedRuntime | None = None
+        self.clients: dict[str, int] = {}  # namespace -> pid of the attached app
+        self.stopping = threading.Event()
+        self._ns_numbers = itertools.count(1)
+        self._context: zmq.Context | None = None
+        self._ctl: zmq.Socket | None = None
+
+    def start(self) -> None:
+        d = self.directory
+        os.makedirs(d, exist_ok=True)
+        info_path = os.path.join(d, RUNTIME_FILE)
+        if os.path.exists(info_path):
+            try:
+                read_runtime_info(d)
+            except ActorError:
+                os.unlink(info_path)  # a runtime that died: take its place
+            else:
+                raise RuntimeError(f"a shared runtime already runs at {d}")
+        mode = 0o700
+        if self.group:
+            gid = grp.getgrnam(self.group).gr_gid
+            os.chown(d, -1, gid)
+            mode = 0o770
+        os.chmod(d, mode)
+        os.umask(0o007 if self.group else 0o077)  # sockets made from now on (hosts' too) get the dir's mode
+        run_dir = os.path.join(d, RUN_SUBDIR)
+        os.makedirs(run_dir, exist_ok=True)
+        os.chmod(run_dir, mode)
+        self.rt = SharedRuntime(hosts=self.hosts + 1, run_dir=run_dir, log_level=self.log_level)
+        if self.preload:
+            self.rt.preload(self.preload, range(self.hosts + 1))
+        self._context = zmq.Context()
+        self._ctl = self._context.socket(zmq.REP)
+        self._ctl.setsockopt(zmq.LINGER, 0)
+        self._ctl.bind(endpoint(d, CTL_KEY))
+        tmp = info_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"pid": os.getpid(), "hosts": self.rt.host_keys, "toppar_hosts": self.hosts,
+                       "run_dir": run_dir}, f)
+        os.replace(tmp, info_path)
+
+    def serve_forever(self) -> None:
+        """Serve attach/spawn/stop requests and watch attached apps until ``stopping`` is set (SIGTERM)."""
+        assert self.rt is not None and self._ctl is not None
+        poller = zmq.Poller()
+        poller.register(self._ctl, zmq.POLLIN)
+        next_check = time.monotonic() + PID_CHECK_S
+        while not self.stopping.is_set():
+            if poller.poll(20):
+                request = msgpack.unpackb(self._ctl.recv(), raw=False)
+                self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+            self.rt.poll(0)  # route the hosts' notices (children spawned, host deaths)
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + PID_CHECK_S
+                for ns, pid in list(self.clients.items()):
+                    if not _pid_alive(pid):
+                        self._detach(ns, f"its app (pid {pid}) died")
+
+    def _serve(self, request: dict) -> dict:
+        rt = self.rt
+        assert rt is not None
+        kind = request.get("op")
+        try:
+            if kind == "attach":
+                ns = f"_ns{next(self._ns_numbers)}"
+                self.clients[ns] = int(request["pid"])
+                rt._plumbing.supervisor.namespaces.add(ns)
+                log.info("attached pid %s as %s", request["pid"], ns)
+                return {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
+            if kind == "status":
+                return {"clients": dict(self.clients), "hosts": rt.host_keys,
+                        "pids": {k: rt.host_pid(k) for k in rt.host_keys}}
+            ns = str(request.get("ns"))
+            if ns not in self.clients:
+                return {"error": ErrorCode.TERMINATED, "message": f"{ns} is not attached (runtime restarted?)"}
+            if kind == "spawn":
+                name, parent = str(request["name"]), str(request.get("parent") or app_name(ns))
+                if namespace_of(name) != ns or namespace_of(parent) != ns:
+                    return {"error": ErrorCode.SPAWN_FAILED, "message": f"{name} is outside namespace {ns}"}
+                host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
+                                parent=parent, timeout=float(request.get("timeout", 30.0)))
+                return {"host": host}
+            if kind == "stop":
+                name = str(request["name"])
+                if namespace_of(name) == ns:
+                    rt.stop(name)
+                return {}
+            if kind == "preload":
+                rt.preload(request.get("modules") or (), request.get("hosts") or ())
+                return {}
+            if kind == "detach":
+                self._detach(ns, "it detached")
+                return {}
+            return {"error": ErrorCode.BAD_OP, "message": f"unknown request {kind!r}"}
+        except ActorError as exc:
+            return {"error": exc.code, "message": exc.message}
+        except (ValueError, TypeError, KeyError) as exc:
+            return {"error": ErrorCode.BAD_OP, "message": f"{type(exc).__name__}: {exc}"}
+
+    def _detach(self, ns: str, why: str) -> None:
+        self.clients.pop(ns, None)
+        assert self.rt is not None
+        stopped = self.rt._plumbing.supervisor.drop_namespace(ns)
+        log.info("%s detached (%s): %d actors stopped", ns, why, stopped)
+        with contextlib.suppress(OSError):
+            os.unlink(endpoint(self.rt.run_dir or "", app_name(ns))[len("ipc://"):])
+
+    def close(self) -> None:
+        if self._ctl is not None:
+            self._ctl.close(linger=0)
+        if self._context is not None:
+            self._context.term()
+        if self.rt is not None:
+            self.rt.close()
+        for name in (RUNTIME_FILE, CTL_KEY + ".sock"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.directory, name))
+
+    def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT, close."""
+        previous = {sig: signal.signal(sig, lambda *_: self.stopping.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            self.serve_forever()
+        finally:
+            self.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 0
+
+
+# ---- the attached app's side -------------------------------------------------------------------------------
+class RemoteControl:
+    """The attached app's REQ socket to the server (one request at a time, bounded by a timeout)."""
+
+    def __init__(self, context: zmq.Context, directory: str) -> None:
+        self._context = context
+        self._address = endpoint(directory, CTL_KEY)
+        self._lock = threading.Lock()
+        self._socket = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        sock = self._context.socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self._address)
+        return sock
+
+    def call(self, request: dict, timeout: float = CTL_TIMEOUT_S) -> dict:
+        with self._lock:
+            if self._socket is None:
+                raise ActorError(ErrorCode.CLOSED, "detached from the shared runtime")
+            self._socket.send(msgpack.packb(request, use_bin_type=True))
+            if not self._socket.poll(int(timeout * 1000)):
+                self._socket.close(linger=0)  # a REQ socket without its reply cannot ask again
+                self._socket = self._connect()
+                raise ActorError(ErrorCode.TIMED_OUT, f"the shared runtime did not answer {request.get('op')}")
+            reply = msgpack.unpackb(self._socket.recv(), raw=False)
+        if reply.get("error"):
+            raise ActorError(reply["error"], reply.get("message", ""))
+        return reply
+
+    def close(self) -> None:
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close(linger=0)
+                self._socket = None
+
+
+class RemoteSupervisor:
+    """What Runtime needs of a Supervisor, with the server's supervisor doing the spawning."""
+
+    def __init__(self, control: RemoteControl, ns: str, host_keys: list[str]) -> None:
+        self.control = control
+        self.ns = ns
+        self.host_keys = list(host_keys)
+        self.specs: dict[str, Any] = {}
+        self.down_hosts: set[str] = set()
+        self.restarts: dict[str, int] = dict.fromkeys(host_keys, 0)
+        self.closing = threading.Event()
+        self._lock = threading.Lock()
+
+    def host_of(self, name: str) -> str | None:
+        spec = self.specs.get(name)
+        return spec.host if spec is not None else None
+
+    def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float) -> None:
+        if name in self.specs:
+            raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
+        if host in self.down_hosts:
+            raise ActorError(ErrorCode.DEAD_ACTOR, f"host {host} is restarting")
+        self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory, "args": args or {},
+                           "host": host, "parent": parent, "timeout": timeout}, timeout + 1.0)
+        with self._lock:
+            self.specs[name] = _Spec(name, host, parent)
+
+    def preload(self, key: str, modules: list[str]) -> None:
+        self.control.call({"op": "preload", "ns": self.ns, "modules": list(modules), "hosts": [key]})
+
+    def stop(self, name: str) -> None:
+        with self._lock:
+            if self.specs.pop(name, None) is None:
+                raise ActorError(ErrorCode.UNKNOWN_ACTOR, f"no actor named {name!r}")
+        self.control.call({"op": "stop", "ns": self.ns, "name": name})
+
+    def child_spawned(self, payload: dict) -> None:
+        with self._lock:
+            self.specs.setdefault(payload["name"], _Spec(payload["name"], payload["host"], payload.get("parent")))
+
+    def child_stopped(self, payload: dict) -> None:
+        with self._lock:
+            spec = self.specs.get(payload["name"])
+            if spec is not None and spec.host == payload.get("host"):
+                del self.specs[spec.name]
+
+
+class _Spec:
+    __slots__ = ("name", "host", "parent")
+
+    def __init__(self, name: str, host: str, parent: str | None) -> None:
+        self.name = name
+        self.host = host
+        self.parent = parent
+
+
+class _AttachedPlumbing(_Plumbing):
+    def __init__(self) -> None:
+        super().__init__("zmq")
+        self.inbox_path: str | None = None
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.closing = True
+        with self.close_lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.forked or os.getpid() != self.pid:
+                return
+            receiving = self.recv_lock.acquire(timeout=2.0)
+            try:
+                if self.supervisor is not None:
+                    self.supervisor.closing.set()
+                if isinstance(self.control, RemoteControl):
+                    with contextlib.suppress(ActorError, zmq.ZMQError):
+                        self.control.call({"op": "detach", "ns": self.supervisor.ns}, timeout=min(timeout, 2.0))
+                    self.control.close()
+                with self.send_lock:
+                    if self.outbox is not None:
+                        self.outbox.close()
+                    if self.inbox is not None:
+                        self.inbox.close()
+                if self.context is not None:
+                    self.context.term()
+                if self.inbox_path:
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.inbox_path)
+            finally:
+                if receiving:
+                    self.recv_lock.release()
+
+
+class AttachedRuntime(Runtime):
+    """A Runtime whose hosts belong to the shared runtime at ``directory``: same API, plain actor names
+    (qualified with this app's namespace on the way out, stripped on the way in); attaching costs one
+    round trip to the server and a socket bind."""
+
+    def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S) -> None:
+        started = time.perf_counter()
+        directory = os.path.abspath(directory)
+        info = read_runtime_info(directory)
+        p = _AttachedPlumbing()
+        self._init_state(p, list(info["hosts"]))
+        try:
+            p.context = zmq.Context()
+            control = RemoteControl(p.context, directory)
+            p.control = control
+            reply = control.call({"op": "attach", "pid": os.getpid()}, timeout)
+            self.ns = ns = str(reply["ns"])
+            self._app = app_name(ns)
+            self.server_pid = int(reply["pid"])
+            self.directory = directory
+            self._shared_run_dir = run_dir = str(reply["run_dir"])
+            p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
+            p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
+            p.outbox = ZmqOutbox(p.context, run_dir)
+            p.supervisor = RemoteSupervisor(control, ns, self.host_keys)
+        except BaseException:
+            p.close(timeout=1.0)
+            raise
+        self._qualified: dict[str, str] = {}
+        self.lost = False
+        self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
+        self._watcher.start()
+        self.attach_seconds = time.perf_counter() - started
+
+    @property
+    def run_dir(self) -> str | None:
+        return self._shared_run_dir
+
+    def _q(self, name: str) -> str:
+        full = self._qualified.get(name)
+        if full is None:
+            full = self._qualified[name] = qualify(self.ns, name)
+        return full
+
+    # -- the Runtime API, in plain names ---------------------------------------------------------------------
+    def spawn(self, name: str, actor_factory: str, args: dict | None = None, *, host: int | str | None = None,
+              parent: str = APP, timeout: float = 30.0) -> str:
+        return super().spawn(self._q(name), actor_factory, args, host=host, parent=self._q(parent),
+                             timeout=timeout)
+
+    def stop(self, name: str) -> None:
+        super().stop(self._q(name))
+
+    def host_of(self, name: str) -> str | None:
+        return super().host_of(self._q(name))
+
+    def preload(self, modules: Iterable[str], hosts: Iterable[int | str]) -> None:
+        pass  # the server's hosts imported the client modules at start
+
+    def send(self, name: str, op: Op, *, qid: int = 0) -> None:
+        super().send(self._q(name), op, qid=qid)
+
+    def send_many(self, items: Iterable[tuple[str, Op]]) -> None:
+        q = self._q
+        super().send_many([(q(name), op) for name, op in items])
+
+    def request_async(self, name: str, op: Op, reply_queue: Any, timeout: float) -> int:
+        return super().request_async(self._q(name), op, reply_queue, timeout)
+
+    def kill_host(self, key: str) -> None:
+        raise ActorError(ErrorCode.BAD_OP, "an attached client cannot kill the shared runtime's hosts")
+
+    # -- what comes in ------------------------------------------------------------------------------------------
+    def _route(self, op: Op) -> None:
+        ns = self.ns
+        if op.sender:
+            op.sender = strip(ns, op.sender)
+        if op.target == HOST_CONTROL:
+            if op.type == HOST_DOWN:
+                self._remote_down(op.payload or {})
+                return
+            if op.type == HOST_UP:
+                self._plumbing.supervisor.down_hosts.discard((op.payload or {}).get("host"))
+                return
+        elif op.type == "CHILD_EXITED" and isinstance(op.payload, dict):
+            op.payload["name"] = strip(ns, op.payload.get("name"))
+        super()._route(op)
+
+    def _remote_down(self, payload: dict) -> None:
+        """A host of the shared runtime died (or the runtime itself: host "*"): fail what waits on its actors,
+        tell the monitors with plain names."""
+        sup = self._plumbing.supervisor
+        key = str(payload.get("host", ""))
+        if key == "*":
+            sup.down_hosts.update(self.host_keys)
+        else:
+            sup.down_hosts.add(key)
+            sup.restarts[key] = int(payload.get("restarts") or sup.restarts.get(key, 0) + 1)
+        names = list(payload.get("names") or ())
+        self._host_down({"names": names, "host": key if key != "*" else ""})
+        if key == "*":
+            with self._plumbing.send_lock:
+                if self._plumbing.outbox is not None:
+                    for host in self.host_keys:
+                        self._plumbing.outbox.reset(host)
+        notice = {"host": key, "names": [strip(self.ns, n) for n in names],
+                  "restarts": int(payload.get("restarts") or 1), "exitcode": payload.get("exitcode")}
+        for queue in list(self._plumbing.monitors):
+            queue.enqueue(Op(ACTORS_DOWN, dict(notice), target=APP, qid=queue.qid))
+
+    def _watch_server(self) -> None:
+        p = self._plumbing
+        try:
+            fd = os.pidfd_open(self.server_pid)
+        except (AttributeError, OSError):
+            fd = None
+        try:
+            while not p.closing:
+                if fd is not None:
+                    if select.select([fd], [], [], 0.25)[0]:
+                        break
+                else:
+                    time.sleep(0.25)
+                    if not _pid_alive(self.server_pid):
+                        break
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if p.closing:
+            return
+        self.lost = True
+        log.error("the shared runtime at %s (pid %d) stopped", self.directory, self.server_pid)
+        self._remote_down({"host": "*", "names": list(p.supervisor.specs), "restarts": 1, "exitcode": None})
+        with self._cond:
+            self._cond.notify_all()
+
+    def _route_key(self, name: str) -> str:
+        if self.lost:
+            raise ActorError(ErrorCode.DEAD_ACTOR, f"the shared runtime at {self.directory} stopped; create the "
+                                                   "client again once it runs")
+        return super()._route_key(name)
+
+
+def attach(directory: str, timeout: float = CTL_TIMEOUT_S) -> AttachedRuntime:
+    return AttachedRuntime(directory, timeout=timeout)

@@ -3,8 +3,8 @@ pure partition core (``kqactors.core.producer.partition``) to ops: PRODUCE frame
 and compressed here (the multi-core part), XMIT to the leader's broker actor, XMIT_RESULT back, DR rows to
 the app, METADATA_REFRESH / PID_BUMP / pops.DRAINED / ERR to main, and one timer for linger, backoff and timeouts.
 
-Ops in:  PRODUCE, pops.FLUSH, pops.PURGE (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
-Ops out: DR (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
+Ops in:  PRODUCE, pops.FLUSH, pops.PURGE, RESTARTED, RECOVER (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
+Ops out: DR, TOPPAR_SEQ (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
 Transactional (transactional.id): before its first batch after running empty, a toppar asks main to add the
 partition to the transaction (TXN_ADD_PARTITION) and sends nothing until main answers; it reports batches that
 fail for good to main (TXN_PRODUCE_FAILED). Running empty ends what a registration covers: the next data may

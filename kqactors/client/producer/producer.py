@@ -4,7 +4,7 @@ Runs in: the app process (the user's threads, plus one background flusher thread
 Producer: argument checking, partitioning, the per-partition append buffers (``buffers``), the flusher
 that hands buffers to toppar actors in batches (spawning a toppar actor the first time a partition is
 used), delivery reports served by poll()/flush(), BufferError backpressure (optionally blocking), purge,
-what a toppar host's death costs (the messages it held fail; the restarted toppar is told first) and
+what a toppar host's death costs (nothing: its messages are re-handed, recovery.py) and
 close. What every client shares (runtime start, error_cb, statistics, host-death notices, list_topics) is
 the client handle's (kqactors.client.handle), which the Producer holds as ``_handle``.
 

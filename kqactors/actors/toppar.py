@@ -3,8 +3,8 @@ pure partition core (``kqactors.core.producer.partition``) to ops: PRODUCE frame
 and compressed here (the multi-core part), XMIT to the leader's broker actor, XMIT_RESULT back, DR rows to
 the app, METADATA_REFRESH / PID_BUMP / pops.DRAINED / ERR to main, and one timer for linger, backoff and timeouts.
 
-Ops in:  PRODUCE, pops.FLUSH, pops.PURGE (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
-Ops out: DR (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
+Ops in:  PRODUCE, pops.FLUSH, pops.PURGE, RESTARTED, RECOVER (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
+Ops out: DR, TOPPAR_SEQ (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
 Transactional (transactional.id): before its first batch after running empty, a toppar asks main to add the
 partition to the transaction (TXN_ADD_PARTITION) and sends nothing until main answers; it reports batches that
 fail for good to main (TXN_PRODUCE_FAILED). Running empty ends what a registration covers: the next data may
@@ -62,6 +62,7 @@ class TopparActor(Actor):
         self.settings = ProducerSettings.from_dict(args.get("settings") or {})
         self.app_name: str = args.get("app", "app")
         self.app_qid: int = int(args.get("app_qid", 0))  # the app's events queue
+        self.seq_qid: int = int(args.get("seq_qid", self.app_qid))  # where TOPPAR_SEQ notes go
         self.main_name: str = args.get("main", "main")
         self.core = PartitionProducer(self.topic, self.partition, self.settings)
         self.codec = codec_id(self.settings.compression_type)
@@ -73,6 +74,10 @@ class TopparActor(Actor):
         self.bump_reason: str | None = None
         self.bump_sent = False
         self.restart_bump = False
+        # crash recovery: the sequences of batches sent this turn, told to the app (pops.SEQ) so that a restarted
+        # toppar can resend them unchanged (idempotent, not transactional)
+        self.seq_notes = self.settings.idempotence and not self.settings.transactional
+        self.seq_rows: list[list[int]] = []
         self.encoded_since_resume = 0  # message bytes encoded since the last _RESUME (ENCODE_STEP_BYTES)
         self.resume_posted = False
         # transactions: is the partition registered for what it holds, the token of the outstanding ask (0:
@@ -142,6 +147,20 @@ class TopparActor(Actor):
         if self.settings.idempotence:
             self.restart_bump = True
             self._pump()
+
+    @on(pops.RECOVER)
+    def _on_recover(self, op: Op) -> None:
+        """This actor replaces one whose host died, and the app knows the sequences its predecessor used: resend
+        those batches with the same producer id, epoch and sequences (the broker deduplicates any it already
+        wrote) instead of moving to a new epoch. The re-handed messages follow this op."""
+        payload = op.payload or {}
+        if not self.settings.idempotence:
+            return
+        if not self.core.recover(int(payload.get("producer_id", -1)), int(payload.get("epoch", -1)),
+                                 int(payload.get("next_seq", 0)), payload.get("batches") or []):
+            log.info("%s: sequences could not be recovered; bumping the epoch", self.ctx.name)
+            self.restart_bump = True
+        self._pump()
 
     @on(pops.PURGE)
     def _on_purge(self, op: Op) -> None:
@@ -221,6 +240,10 @@ class TopparActor(Actor):
             if batch.payload is None:
                 self.encoded_since_resume += batch.size
             self._transmit(batch, now)
+        if self.seq_rows:
+            rows, self.seq_rows = self.seq_rows, []
+            self.ctx.send(self.app_name, Op(pops.SEQ, {"topic": self.topic, "partition": self.partition,
+                                                      "rows": rows}), qid=self.seq_qid)
         if self.encoded_since_resume >= ENCODE_STEP_BYTES and not self.resume_posted:
             self.resume_posted = True
             self.ctx.continue_later(Op(_RESUME))  # the rest after this turn's batches are on their way
@@ -312,6 +335,8 @@ class TopparActor(Actor):
             self._send_dr(rows)
 
     def _transmit(self, batch: Batch, now: float) -> None:
+        if self.seq_notes and (batch.payload is None or batch.needs_restamp):
+            self.seq_rows.append([batch.first_msgid, batch.count, batch.producer_id, batch.epoch, batch.base_seq])
         if batch.payload is None:
             try:
                 batch.payload = self._encode(batch)

@@ -18,6 +18,14 @@ PURGE = "PURGE"
 DR = "DR"
 # toppar → app: the toppar actor (re)started on its host with an empty queue
 RESTARTED = "TOPPAR_RESTARTED"
+# toppar → app (idempotent, not transactional): the sequences of batches as they are first sent (or renumbered),
+# {topic, partition, rows: [[first_msgid, count, producer_id, epoch, base_seq]]}; the app keeps them until the
+# messages' reports, so a toppar restarted after its host died resends them with the same sequences
+SEQ = "TOPPAR_SEQ"
+# app → toppar: replaces TOPPAR_RESTARTED for an idempotent toppar whose sequences the app knows:
+# {producer_id, epoch, next_seq, batches: [[first_msgid, count, base_seq]]} — resend those batches exactly so the
+# broker deduplicates what it already has, number what follows from next_seq
+RECOVER = "TOPPAR_RECOVER"
 # main → toppar: the partition's leader; the idempotent producer's id and epoch; a fatal producer error
 LEADER = "LEADER"
 PID = "PID"

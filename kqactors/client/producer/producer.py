@@ -4,7 +4,7 @@ Runs in: the app process (the user's threads, plus one background flusher thread
 Producer: argument checking, partitioning, the per-partition append buffers (``buffers``), the flusher
 that hands buffers to toppar actors in batches (spawning a toppar actor the first time a partition is
 used), delivery reports served by poll()/flush(), BufferError backpressure (optionally blocking), purge,
-what a toppar host's death costs (the messages it held fail; the restarted toppar is told first) and
+what a toppar host's death costs (nothing: its messages are re-handed, recovery.py) and
 close. What every client shares (runtime start, error_cb, statistics, host-death notices, list_topics) is
 the client handle's (kqactors.client.handle), which the Producer holds as ``_handle``.
 
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.producer.buffers import new_producer_buffers
+from kqactors.client.producer.recovery import note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config
@@ -174,6 +175,10 @@ class Producer(_ProducerBase):
         # A host's death wakes the flusher, which serves the notice before its next hand-over.
         handle.wake_on_notice(self._wake.set)
         self._toppar_args = {"settings": self._settings.to_dict()}
+        # crash recovery: idempotent toppars' sequence notes (TOPPAR_SEQ) come to a queue of their own, drained by
+        # the hand-over thread, which therefore knows every note received before it rebuilds a restarted toppar
+        self._seq_queue = self._rt.new_queue()
+        self._toppar_args["seq_qid"] = self._seq_queue.qid
         self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held,
                                               timeout_s=self._settings.message_timeout_ms / 1000.0,
                                               on_expired=self._expire_held)
@@ -494,6 +499,9 @@ class Producer(_ProducerBase):
             if self._txn is not None:
                 self._txn.note_reports(payload["rows"])
             return 0
+        if op.type == pops.SEQ:
+            note_sequences(self._buffers, payload)
+            return 0
         if op.type == pops.TXN_STATE:
             if self._txn is not None:
                 self._txn.on_state(payload)
@@ -681,6 +689,7 @@ class Producer(_ProducerBase):
 
     def _hand_over(self) -> None:
         self._handle.serve_notices()  # a toppar host died since the last one: see _actors_down
+        self._recover_restarted()
         taken = self._buffers.take_all()
         if not taken:
             return
@@ -693,7 +702,7 @@ class Producer(_ProducerBase):
                     continue
                 self._spawn_siblings(buf.topic)
             if buf.restart_notice:
-                sends.append((buf, Op(RESTARTED, {})))
+                continue  # its toppar is not rebuilt yet: these stay pending and are re-handed with the rest
             payload = {"first_msgid": first, "count": count, "enq_time": first_enq, "flush": flush}
             if headers:
                 payload["headers"] = headers
@@ -729,21 +738,41 @@ class Producer(_ProducerBase):
                 buf.restart_notice = False
 
     def _actors_down(self, host: str, names: list[str], restarts: int) -> None:
-        """A toppar host died (kill -9, crash): whatever its toppars held is gone with it. Report those
-        messages failed (_FAIL; they may or may not have reached the broker) and tell the restarted toppar
-        before its first new messages, so an idempotent one moves to a new epoch first. Runs on the thread
-        that hands over, under the hand-over lock, before the hand-over that follows the death."""
+        """A toppar host died (kill -9, crash): whatever its toppars held is gone with it, but every message stays
+        in the pending table until its delivery report. Mark the toppars to rebuild: the next hand-over re-hands
+        them what their predecessors held (_recover_restarted), before any new message. Runs on the thread that
+        hands over, under the hand-over lock, before the hand-over that follows the death."""
         for buf in list(self._buffers.partitions.values()):
             if not buf.spawned or buf.host != host or restarts == buf.incarnation:
                 continue
             buf.incarnation = restarts
             buf.restart_notice = True
-            lost = self._buffers.fail_handed_over(buf, KafkaError._FAIL, self._on_delivery)
-            if lost:
-                self._logger.log(logging.WARNING, f"kqactors producer: host of {buf.name} died; {lost} messages "
-                                 "it held are reported failed")
+            self._logger.log(logging.INFO, f"kqactors producer: host of {buf.name} died; re-handing what it held")
+
+    def _recover_restarted(self) -> None:
+        """Rebuild each restarted toppar (docs/reliability.md): the restart notice with the sequences it may
+        resend, then every message handed to its predecessor and not reported yet. A toppar still restarting
+        (DEAD_ACTOR) is tried again at the next hand-over (the restart wakes the flusher)."""
+        idempotent = self._settings.idempotence and not self._settings.transactional
+        if idempotent:
+            queue = self._seq_queue
+            while (op := queue.poll(0)) is not None:
+                if op.type == pops.SEQ:
+                    note_sequences(self._buffers, op.payload)
+        for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
+            ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
+            try:
+                self._rt.send_many((buf.name, op) for op in ops_)
+            except ActorError as exc:
+                self._logger.log(logging.DEBUG, f"kqactors producer: {buf.name} not back yet: {exc}")
+                continue
+            buf.restart_notice = False
 
     def _fail_handover(self, buf: Any, first: int, count: int) -> None:
+        if buf.spawned:
+            # Its host is restarting: the messages stay pending and are re-handed to the restarted toppar.
+            buf.restart_notice = True
+            return
         self._buffers.complete(buf.topic, buf.partition, [(first, count, KafkaError._TRANSPORT, -1, -1)],
                                self._on_delivery, self._only_errors)
         if self._txn is not None:

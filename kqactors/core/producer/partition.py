@@ -99,6 +99,13 @@ class PartitionProducer:
         self.drain_before_retry = False
         self.fatal_error: tuple[int, str] | None = None
         self.flush_upto = 0
+        #: crash recovery (``recover``): batches a predecessor sent, [first_msgid, count, base_seq] in order,
+        #: cut again with exactly those bounds and sequences; then numbering goes on from ``_recovery_next``
+        self.recovery: deque[tuple[int, int, int]] = deque()
+        self._recovery_next = 0
+        #: the recovered identity is gone (main lost it: new producer id or epoch): the recovered batches may be in
+        #: the log and cannot be deduplicated under another identity, so they are reported _FAIL, not resent
+        self._recovery_void = False
         self._last_msgid = 0
         self._next_batch_id = 1
         self._linger_s = settings.linger_ms / 1000.0
@@ -160,13 +167,35 @@ class PartitionProducer:
             self.pid_held = True
             return
         if self.idemp.reset(producer_id, epoch):
-            # Sequences restart: batches waiting for retry are renumbered in order (KIP-360).
+            # Sequences restart: batches waiting for retry are renumbered in order (KIP-360). A recovery under
+            # the old epoch is void: what it would resend is numbered from 0 like the rest.
+            self._recovery_void = bool(self.recovery)
             for batch in self.retry:
                 batch.possibly_persisted = False
                 self.idemp.stamp(batch)
             self.drain_before_retry = False
         self.pid_held = False
         self.bump_requested = False
+
+    def recover(self, producer_id: int, epoch: int, next_seq: int, batches: list) -> bool:
+        """This partition replaces one whose host died (the app re-hands every unreported message). Resend the
+        batches the predecessor sent (``batches``: [first_msgid, count, base_seq], in order) with the same
+        producer id, epoch and sequences, so the broker answers those it already has as duplicates, and number
+        the messages after them from ``next_seq``. Refused (False: the caller bumps the epoch instead) when the
+        partition already uses another identity or has sent anything."""
+        idemp = self.idemp
+        if idemp is None or producer_id < 0 or self.inflight or self.retry:
+            return False
+        self.recovery = deque((int(f), int(c), int(q)) for f, c, q in batches)
+        if idemp.valid and (idemp.producer_id, idemp.epoch) != (producer_id, epoch):
+            self._recovery_void = bool(self.recovery)
+            return False
+        idemp.producer_id, idemp.epoch = producer_id, epoch
+        self._recovery_next = int(next_seq)
+        first = self.recovery[0][2] if self.recovery else self._recovery_next
+        idemp.next_seq = idemp.next_ack_seq = idemp.next_err_seq = first
+        self.pid_held = False
+        return True
 
     def request_bump(self, reason: str) -> None:
         """Hold sending and ask for a drain + epoch bump (e.g. this partition's earlier state was lost)."""
@@ -315,6 +344,15 @@ class PartitionProducer:
             return self._mark_sent(head, now)
         if not self.queue or not self._queue_ready(now):
             return None
+        while self.recovery and self.queue:
+            head = self._recovered_bounds(self.queue[0].first_msgid)
+            if self.bump_requested:
+                return None
+            if head is None or not self._recovery_void:
+                break
+            self._report(self._cut_batch(), KafkaError._FAIL)  # possibly in the log under the lost identity
+        if not self.queue:
+            return None
         return self._mark_sent(self._cut_batch(), now)
 
     def next_wakeup(self, now: float | None = None) -> float | None:
@@ -401,6 +439,9 @@ class PartitionProducer:
         size = BATCH_OVERHEAD
         max_msgs = self._max_batch_msgs
         max_bytes = self._max_batch_bytes
+        recovered = self._recovered_bounds(first_msgid) if self.recovery else None
+        if recovered is not None:
+            max_msgs, max_bytes = recovered[1], 1 << 62  # exactly the predecessor's batch
         while queue and count < max_msgs:
             chunk = queue[0]
             start = chunk.pos
@@ -435,8 +476,32 @@ class PartitionProducer:
         batch = Batch(self._next_batch_id, slices, first_msgid, count, size, deadline)
         self._next_batch_id += 1
         if self.idemp is not None:
+            if recovered is not None and self._recovery_void:
+                self.recovery.popleft()
+                return batch
+            if recovered is not None:
+                self.idemp.next_seq = recovered[2]
+                self.recovery.popleft()
             self.idemp.stamp(batch)
+            if recovered is not None and not self.recovery:
+                self.idemp.next_seq = self._recovery_next
         return batch
+
+    def _recovered_bounds(self, first_msgid: int) -> tuple[int, int, int] | None:
+        """The recovered batch starting at ``first_msgid``; recovered batches before it were reported meanwhile
+        (dropped). Messages queued before the next recovered batch have no known sequence: the recovery is
+        abandoned for an epoch bump (sequences from 0; see docs/reliability.md)."""
+        recovery = self.recovery
+        while recovery and recovery[0][0] + recovery[0][1] <= first_msgid:
+            recovery.popleft()
+        if recovery and recovery[0][0] == first_msgid:
+            return recovery[0]
+        if recovery:
+            recovery.clear()
+            self._want_bump("recovered sequences do not match the re-handed messages")
+        elif self.idemp is not None and not self._recovery_void:
+            self.idemp.next_seq = self._recovery_next
+        return None
 
     def _mark_sent(self, batch: Batch, now: float) -> Batch:
         batch.broker_id = self.leader

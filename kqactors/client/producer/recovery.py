@@ -1,0 +1,86 @@
+"""Crash recovery of the producer facade: what the app keeps so that a toppar host's death costs no message.
+
+Runs in: the app process (the thread that serves reports notes sequences; the hand-over thread, under the
+hand-over lock, re-hands). Owns the recovery state of each partition buffer and the ops that rebuild a restarted
+toppar (docs/reliability.md):
+
+- every message stays in the buffer's pending table until its delivery report (the table already holds key,
+  value, headers and timestamp for the report), so a restarted toppar is re-handed every message handed to its
+  predecessor and not reported yet, re-packed from that table in msgid order, before any new message;
+- an idempotent (not transactional) toppar tells the app each batch's sequences as it first sends (or
+  renumbers) it (``TOPPAR_SEQ``); the app keeps those of unreported batches and the next sequence, and the
+  restarted toppar gets them (``TOPPAR_RECOVER``) to resend those batches with the same producer id, epoch and
+  sequences — the broker answers any it already wrote as a duplicate — and to number what follows on;
+- without known sequences (non-idempotent, transactional, or nothing sent yet) the restarted toppar gets
+  ``TOPPAR_RESTARTED`` (an idempotent one moves to a new epoch first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kqactors.core.producer.packing import pack_messages
+from kqactors.ops import producer as pops
+from kqactors.runtime.op import Op
+
+__all__ = ["note_sequences", "recovery_ops"]
+
+_SEQ_MOD = 1 << 31
+# pending entry layout (kqactors.client.producer.buffers)
+_KEY, _VALUE, _HEADERS, _TS, _CB, _ENQ, _SIZE = range(7)
+#: messages per re-handed PRODUCE frame
+_REHAND_MESSAGES = 4096
+
+
+def note_sequences(buffers: Any, payload: dict) -> None:
+    """A toppar's TOPPAR_SEQ rows [first_msgid, count, producer_id, epoch, base_seq]: keep them for the batches
+    not reported yet (a batch is reported whole, so one msgid tells), and the sequence that follows the last."""
+    buf = buffers.partitions.get((payload["topic"], payload["partition"]))
+    if buf is None:
+        return
+    with buffers.lock:
+        notes = buf.seq_notes
+        for first, count, producer_id, epoch, base_seq in payload["rows"]:
+            notes[first] = (count, producer_id, epoch, base_seq)
+            buf.seq_next = (producer_id, epoch, (base_seq + count) % _SEQ_MOD)
+        pending = buf.pending
+        for first in [first for first in notes if first not in pending]:
+            del notes[first]
+
+
+def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool) -> list[Op]:
+    """The ops that rebuild ``buf``'s restarted toppar: the restart notice (TOPPAR_RECOVER with the known
+    sequences, else TOPPAR_RESTARTED), then every message handed to its predecessor and not reported yet."""
+    with buffers.lock:
+        pending = buf.pending
+        msgids = sorted(m for m in pending if m <= buf.handed_upto)
+        entries = [pending[m] for m in msgids]
+        notes = buf.seq_notes
+        for first in [first for first in notes if first not in pending]:
+            del notes[first]
+        seq_next = buf.seq_next
+        batches = []
+        if idempotent and seq_next is not None:
+            producer_id, epoch, _next = seq_next
+            batches = sorted([first, count, base_seq] for first, (count, pid, ep, base_seq) in notes.items()
+                             if (pid, ep) == (producer_id, epoch))
+    if idempotent and seq_next is not None:
+        producer_id, epoch, next_seq = seq_next
+        ops = [Op(pops.RECOVER, {"producer_id": producer_id, "epoch": epoch, "next_seq": next_seq,
+                                 "batches": batches})]
+    else:
+        ops = [Op(pops.RESTARTED, {})]
+    start = 0
+    while start < len(msgids):
+        end = start + 1
+        while end < len(msgids) and msgids[end] == msgids[end - 1] + 1 and end - start < _REHAND_MESSAGES:
+            end += 1
+        run = entries[start:end]
+        frame, count, headers = pack_messages((e[_TS], e[_KEY], e[_VALUE], e[_HEADERS]) for e in run)
+        payload = {"first_msgid": msgids[start], "count": count, "enq_time": min(e[_ENQ] for e in run),
+                   "flush": flush}
+        if headers:
+            payload["headers"] = headers
+        ops.append(Op(pops.PRODUCE, payload, [frame]))
+        start = end
+    return ops

@@ -135,11 +135,17 @@ class ZmqControl:
             pass
 
     # -- ControlChannel ----------------------------------------------------------------------------
-    def start_hosts(self, keys: list[str], timeout: float) -> None:
+    def launch_hosts(self, keys: list[str], timeout: float) -> list[subprocess.Popen]:
+        """Launch the host processes and return at once, without waiting for them to be READY: ops sent to
+        them meanwhile wait in their PUSH sockets (connected before the host binds) and are served in order
+        once the host runs. A host that fails at start-up is then a death like any other (restarted)."""
         future: Future = Future()
         self._commands.put((list(keys), future))
         self._wake()
-        procs = future.result(timeout)
+        return future.result(timeout)
+
+    def start_hosts(self, keys: list[str], timeout: float) -> None:
+        procs = self.launch_hosts(keys, timeout)
         deadline = time.monotonic() + timeout
         waiting = set(keys)
         with self._io_lock:

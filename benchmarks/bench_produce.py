@@ -48,12 +48,15 @@ class Case:
     compression: str
     default_count: int
     quick_count: int
+    linger_ms: int = 5
 
 
 CASES = {
     "100B": Case("100B", 100, "none", 200_000, 20_000),
     "1KiB-lz4": Case("1KiB-lz4", 1024, "lz4", 100_000, 10_000),
     "1KiB-zstd": Case("1KiB-zstd", 1024, "zstd", 100_000, 10_000),
+    # linger.ms=0, the low-latency setting: throughput must still come from batching what accumulates
+    "100B-linger0": Case("100B-linger0", 100, "none", 200_000, 20_000, linger_ms=0),
 }
 PARTITIONS = 3
 #: Batch size (bytes) given to the peers without librdkafka's 1 MB batches, per case ("*" = any other case).
@@ -118,11 +121,12 @@ def available_clients(clients: list[str]) -> list[str]:
 
 
 def runner_args(client: str, case: str) -> tuple[str, ...]:
-    """Extra runner arguments for ``client`` in ``case`` (the peers' batch size)."""
+    """Extra runner arguments for ``client`` in ``case`` (the case's linger, the peers' batch size)."""
+    linger = ("--linger-ms", str(CASES[case].linger_ms)) if case in CASES else ()
     sizes = PEER_BATCH_BYTES.get(client)
     if not sizes:
-        return ()
-    return ("--batch-size", str(sizes.get(case, sizes["*"])))
+        return linger
+    return (*linger, "--batch-size", str(sizes.get(case, sizes["*"])))
 
 
 def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> list[RunResult]:

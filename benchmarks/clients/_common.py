@@ -32,6 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compression", choices=COMPRESSIONS, default="none")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="batch size in bytes for kafka-python/aiokafka (default: the runner's choice)")
+    parser.add_argument("--linger-ms", type=int, default=5,
+                        help="every producer's linger (default 5, librdkafka's default written out)")
     args = parser.parse_args(argv)
     if args.count < 1 or args.size < 0:
         parser.error("--count must be >= 1 and --size >= 0")

@@ -24,9 +24,9 @@ from _common import (
 def producer_config(args: Any) -> dict[str, Any]:
     """Both librdkafka-style clients get the same config: their defaults plus acks and compression.
 
-    linger.ms=5 is librdkafka's default, written out so the benchmark does not depend on it.
+    linger.ms=5 (librdkafka's default, written out so the benchmark does not depend on it) unless --linger-ms.
     """
-    return {"bootstrap.servers": args.bootstrap, "acks": "1", "linger.ms": 5,
+    return {"bootstrap.servers": args.bootstrap, "acks": "1", "linger.ms": args.linger_ms,
             "compression.type": args.compression}
 
 

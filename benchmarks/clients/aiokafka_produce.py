@@ -1,6 +1,6 @@
 """Benchmark runner: aiokafka AIOKafkaProducer. Runs in: a fresh runner process per run (one event loop).
 
-Config: acks=1, linger_ms=5, max_batch_size=BATCH_SIZE unless --batch-size
+Config: acks=1, linger_ms=args.linger_ms, max_batch_size=BATCH_SIZE unless --batch-size
 (the harness passes its per-case choice), compression as asked;
 everything else default. Each ``await send()`` returns a delivery future; a done-callback counts it.
 """

@@ -1,6 +1,6 @@
 """Benchmark runner: kafka-python KafkaProducer. Runs in: a fresh runner process per run.
 
-Config: acks=1, linger_ms=5 (same as librdkafka's default, so all clients wait equally for batches),
+Config: acks=1, linger_ms=5 unless --linger-ms (same as librdkafka's default, so all clients wait equally for batches),
 batch_size=BATCH_SIZE unless --batch-size (the harness passes its choice), compression as asked; everything else default.
 Delivery is tracked with per-future callbacks (they run on kafka-python's sender thread).
 """
@@ -28,7 +28,7 @@ def main() -> None:
     args = parse_args()
     payloads = payloads_for(args)
     producer = KafkaProducer(
-        bootstrap_servers=args.bootstrap, acks=1, linger_ms=5,
+        bootstrap_servers=args.bootstrap, acks=1, linger_ms=args.linger_ms,
         batch_size=args.batch_size or BATCH_SIZE,
         compression_type=None if args.compression == "none" else args.compression,
     )

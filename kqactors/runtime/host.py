@@ -266,6 +266,10 @@ class HostCore:
         if slot is None:
             if target in self._stopped:
                 self._undeliverable(op, ErrorCode.DEAD_ACTOR, f"{target} has stopped", expected=True)
+            elif op.sender == APP:
+                # Its SPAWN may still be on its way: the app sends it on the supervisor's socket without
+                # waiting for the answer (a client starting), its first ops on another one, unordered.
+                self._wait_for_publication(op)
             else:
                 self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on {self.host_key}")
             return

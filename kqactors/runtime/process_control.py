@@ -58,6 +58,7 @@ class ZmqControl:
         self.inbox = ZmqInbox(context, run_dir, SUPERVISOR_KEY)
         self.outbox = ZmqOutbox(context, run_dir)
         self.procs: dict[str, subprocess.Popen] = {}
+        self.ready: set[str] = set()  # hosts seen READY (launch_hosts does not wait for it)
         self._pidfds: dict[int, str] = {}
         self._req_id = 0
         self._io_lock = threading.Lock()
@@ -135,11 +136,17 @@ class ZmqControl:
             pass
 
     # -- ControlChannel ----------------------------------------------------------------------------
-    def start_hosts(self, keys: list[str], timeout: float) -> None:
+    def launch_hosts(self, keys: list[str], timeout: float) -> list[subprocess.Popen]:
+        """Launch the host processes and return at once, without waiting for them to be READY: ops sent to
+        them meanwhile wait in their PUSH sockets (connected before the host binds) and are served in order
+        once the host runs. A host that fails at start-up is then a death like any other (restarted)."""
         future: Future = Future()
         self._commands.put((list(keys), future))
         self._wake()
-        procs = future.result(timeout)
+        return future.result(timeout)
+
+    def start_hosts(self, keys: list[str], timeout: float) -> None:
+        procs = self.launch_hosts(keys, timeout)
         deadline = time.monotonic() + timeout
         waiting = set(keys)
         with self._io_lock:
@@ -158,7 +165,9 @@ class ZmqControl:
                 raise ActorError(ErrorCode.SPAWN_FAILED,
                                  f"host process {dead[0].pid} exited with code {dead[0].returncode} at start-up")
             return []
-        return [op for batch in self.inbox.recv_batches() for op in batch]
+        ops = [op for batch in self.inbox.recv_batches() for op in batch]
+        self.ready.update(op.payload.get("host") for op in ops if op.type == READY)
+        return ops
 
     def send(self, key: str, ops: list[Op]) -> None:
         with self._io_lock:
@@ -202,7 +211,15 @@ class ZmqControl:
         self.closing = True
         procs = dict(self.procs)
         with self._io_lock:
+            try:
+                self.ready.update(op.payload.get("host") for batch in self.inbox.recv_batches() for op in batch
+                                  if op.type == READY)
+            except zmq.ZMQError:
+                pass
             for key, proc in procs.items():
+                if key not in self.ready and proc.poll() is None:
+                    proc.kill()  # still starting (interpreter, imports): it holds nothing, and would hear
+                    continue     # TERMINATE only once its imports are done
                 if proc.poll() is None:
                     try:
                         self.outbox.send(key, [Op(TERMINATE, target="@host")])

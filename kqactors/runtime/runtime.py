@@ -178,7 +178,11 @@ class Runtime:
     _app: str = APP
 
     def __init__(self, hosts: int = 1, *, transport: str = "zmq", restart_delay: float = 0.5,
-                 start_timeout: float = 30.0, log_level: str = "WARNING", run_dir: str | None = None) -> None:
+                 start_timeout: float = 30.0, log_level: str = "WARNING", run_dir: str | None = None,
+                 wait_ready: bool = True) -> None:
+        """``wait_ready=False``: return once the host processes are launched, not when they are READY (a
+        client's constructor returns in milliseconds); what is sent to them meanwhile waits for them.
+        ``run_dir``: a shared runtime's directory (shared.py), made by its caller."""
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         if not isinstance(hosts, int) or hosts < 1:
@@ -201,7 +205,7 @@ class Runtime:
                 p.control = InprocNetwork(self._host_died_hook(p))
             p.supervisor = self.supervisor_factory(p.control, self.host_keys, restart_delay,
                                                    on_down=self._down_hook(p))
-            p.supervisor.start(start_timeout)
+            p.supervisor.start(start_timeout, wait=wait_ready)
         except BaseException:
             p.close(timeout=1.0)
             raise
@@ -285,9 +289,11 @@ class Runtime:
 
     # -- placement ------------------------------------------------------------------------------------
     def spawn(self, name: str, actor_factory: str, args: dict | None = None, *, host: int | str | None = None,
-              parent: str = APP, timeout: float = 30.0) -> str:
+              parent: str = APP, timeout: float = 30.0, wait: bool = True) -> str:
         """Create actor ``name`` from the importable ``"module:Factory"`` with plain-data ``args`` on a
-        host (index or key; default: the host with fewest actors). Returns the host key."""
+        host (index or key; default: the host with fewest actors). Returns the host key. ``wait=False``: do
+        not wait for the host's answer (ops sent to the actor next are served after it was created; a
+        failure is only logged by the host)."""
         self._check_usable()
         sup = self._plumbing.supervisor
         if host is None:
@@ -297,7 +303,7 @@ class Runtime:
             key = min(self.host_keys, key=lambda k: counts[k])
         else:
             key = self._host_key(host)
-        sup.spawn(name, actor_factory, args, parent, key, timeout)
+        sup.spawn(name, actor_factory, args, parent, key, timeout, wait)
         return key
 
     def preload(self, modules: Iterable[str], hosts: Iterable[int | str]) -> None:

@@ -69,7 +69,11 @@ class Supervisor:
         spec = self.specs.get(name)
         return spec.host if spec is not None else None
 
-    def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float) -> None:
+    def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float,
+              wait: bool = True) -> None:
+        """Create actor ``name`` on ``host``. ``wait=False``: send the SPAWN and return, without its answer (a
+        host that is still starting serves it first thing, before any op sent to the actor afterwards); a
+        failure is then only logged by the host, and the actor's name stays placed."""
         check_name(name)
         if parent != APP:
             check_name(parent)
@@ -85,6 +89,10 @@ class Supervisor:
             # Publish first: the new actor's on_start may send to actors elsewhere whose answers must find
             # it. Hosts hold plain ops to a name they cannot resolve yet, so the order is not load-bearing.
             self._broadcast(Op(DIRECTORY, {"set": {name: host}}, target=HOST_CONTROL), exclude=host)
+            if not wait:
+                self.channel.send(host, [spec.spawn_op()])
+                self.specs[name] = spec
+                return
             try:
                 reply = self.channel.call(host, spec.spawn_op(), timeout)
             except BaseException:
@@ -99,9 +107,14 @@ class Supervisor:
         """Ask host ``key`` to import ``modules`` (no reply: it imports while the app goes on)."""
         self.channel.send(key, [Op(PRELOAD, {"modules": modules}, target=HOST_CONTROL)])
 
-    def start(self, timeout: float) -> None:
-        """Start every host and tell each the host list (so actors' children can be published)."""
-        self.channel.start_hosts(self.host_keys, timeout)
+    def start(self, timeout: float, wait: bool = True) -> None:
+        """Start every host and tell each the host list (so actors' children can be published). ``wait=False``:
+        launch them and return without waiting for READY, where the channel can (``launch_hosts``)."""
+        launch = None if wait else getattr(self.channel, "launch_hosts", None)
+        if launch is not None:
+            launch(self.host_keys, timeout)
+        else:
+            self.channel.start_hosts(self.host_keys, timeout)
         for key in self.host_keys:
             self.channel.send(key, [self._directory_op()])
 

@@ -20,6 +20,7 @@ from .op import ZERO_COPY_MIN, Op, decode_batch, decode_header, encode_batch
 
 MAX_IPC_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 DRAIN_LIMIT = 256  # messages taken from the inbox per loop turn
+_RECONNECT_IVL_MS = 5  # an outbox's retry interval while its peer's inbox is not bound yet
 _POLLIN = int(zmq.POLLIN)  # plain ints: IntFlag arithmetic runs in Python and costs microseconds
 _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -164,6 +165,9 @@ class ZmqOutbox:
             sock = self._context.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
+            # A host that is still starting has not bound its inbox yet: retry the connection often (the
+            # default 100 ms would delay every op queued meanwhile); ops wait in the socket until then.
+            sock.setsockopt(zmq.RECONNECT_IVL, _RECONNECT_IVL_MS)
             sock.connect(endpoint(self._run_dir, key))
             self._sockets[key] = sock
         return sock

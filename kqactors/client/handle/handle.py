@@ -123,7 +123,9 @@ class ClientHandle:
         other when the first toppar is spawned) and monitor every host. On failure nothing is left running."""
         if self.runtime_dir:
             return self._attach(main_factory)
-        rt = Runtime(hosts=self.hosts + 1)
+        # Nothing here waits for a host: they start (interpreter, imports) while the constructor returns, and
+        # what the facade sends meanwhile (metadata requests, toppar spawns) waits in their sockets.
+        rt = Runtime(hosts=self.hosts + 1, wait_ready=False)
         try:
             self._start_log_forwarders(rt)
             preload = list(preload)
@@ -132,7 +134,7 @@ class ClientHandle:
             if needs_token_actor(self.shipped):  # OAUTHBEARER: the token source first (oauth_cb's first run here)
                 rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
                          token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
-            rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
+            rt.spawn("main", main_factory, {"config": self.shipped}, host=0, wait=False)
             self.notices = rt.monitor()
         except BaseException:
             rt.close()
@@ -243,7 +245,7 @@ class ClientHandle:
         the app as LOG ops (spawned before anything else runs there, while the hosts are idle)."""
         config = {name: self.shipped.get(name) for name in ("log_level", "debug", "log.thread.name")}
         for key in rt.host_keys:
-            rt.spawn(f"log/{key}", LOG_FORWARDER, {"config": config}, host=key)
+            rt.spawn(f"log/{key}", LOG_FORWARDER, {"config": config}, host=key, wait=False)
 
     def _log_initialized(self) -> None:
         """librdkafka's first records: INIT (with any debug context) and the configuration (debug ``conf``)."""

@@ -134,7 +134,7 @@ class ClientHandle:
             if needs_token_actor(self.shipped):  # OAUTHBEARER: the token source first (oauth_cb's first run here)
                 rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
                          token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
-            rt.spawn("main", main_factory, {"config": self.shipped}, host=0, wait=False)
+            rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
             self.notices = rt.monitor()
         except BaseException:
             rt.close()

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from kqactors import __version__
-from kqactors.cli import broker, perf
+from kqactors.cli import broker, ingest, perf
 
-_SUBCOMMANDS = (broker, perf)
+_SUBCOMMANDS = (broker, perf, ingest)
 
 
 def build_parser() -> argparse.ArgumentParser:

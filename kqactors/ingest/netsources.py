@@ -182,6 +182,8 @@ class TcpSource:
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
             rt.stats.error("connection")
+        except asyncio.CancelledError:
+            pass  # closing: end normally (asyncio reports a cancelled connection callback as an error)
         finally:
             self.connections.discard(task)
             writer.close()
@@ -293,6 +295,8 @@ class HttpSource:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             rt.stats.error("request")
+        except asyncio.CancelledError:
+            pass
         finally:
             self.connections.discard(task)
             writer.close()

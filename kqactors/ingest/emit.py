@@ -168,7 +168,7 @@ class Emitter:
                         produce(topic, values[i], None, -1, ack)
                 else:
                     for i in range(i, n):  # noqa: B020
-                        produce(topic, values[i], None if keys is None else keys[i], -1, ack, 0, headers)
+                        produce(topic, values[i], None if keys is None else keys[i], -1, ack, headers=headers)
                 i = n
             except BufferError:
                 batch.next = i
@@ -220,7 +220,7 @@ class Emitter:
         while retries and retries[0][0] <= now:
             _, chunk, topic, value, key, headers = retries[0]
             try:
-                self._produce(topic, value, key, -1, chunk.ack, 0, headers)
+                self._produce(topic, value, key, -1, chunk.ack, headers=headers)
             except BufferError:
                 return
             except KafkaException as exc:

@@ -41,7 +41,8 @@ class FakeProducer:
         self.purged = 0
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
-                on_delivery: Any = None, timestamp: int = 0, headers: Any = None) -> None:
+                on_delivery: Any = None, *, timestamp: int = 0, headers: Any = None) -> None:
+        # keyword-only after on_delivery: confluent-kafka and kqactors differ in what comes next positionally
         if len(self.queue) >= self.limit:
             raise BufferError("Local: Queue full")
         self.queue.append((topic, value, key, headers, on_delivery))

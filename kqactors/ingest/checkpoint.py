@@ -138,14 +138,18 @@ class StateStore:
 
     def load(self, path: str) -> list[StreamState]:
         """The streams saved for ``path`` (oldest first); [] when none or the file is unreadable."""
+        return self.load_with_time(path)[0]
+
+    def load_with_time(self, path: str) -> tuple[list[StreamState], float]:
+        """The streams saved for ``path`` and when they were written (wall clock; 0.0 when unknown)."""
         try:
             with open(self.file_for(path), encoding="utf-8") as f:
                 data = json.load(f)
             if data.get("path") != path:
-                return []
-            return [StreamState.from_dict(s) for s in data.get("streams", [])]
+                return [], 0.0
+            return [StreamState.from_dict(s) for s in data.get("streams", [])], float(data.get("updated", 0.0))
         except (OSError, ValueError, KeyError, TypeError):
-            return []
+            return [], 0.0
 
     def save(self, path: str, streams: list[StreamState]) -> bool:
         """Write ``path``'s streams if they differ from the last write; True when written."""

@@ -15,7 +15,9 @@ position, the partial line after its last newline, and a ``StreamTracker`` of wh
 - **Restart**: the state names device, inode, a CRC of the first bytes and the committed position of each
   stream. The file now at the path resumes at its position if it is the same file (else it is new: from 0); a
   stream whose file was renamed while the daemon was down is found by inode in the same directory and finished
-  first. A file's first start without state begins at ``start_at`` (beginning or end).
+  first; files named after the path (``app.log.1``, ``app.log-20240501``, not compressed) that were modified after
+  the last checkpoint and are not tracked were rotated more than once while it was down: they are read from their
+  start (a known one from where it stopped). A file's first start without state begins at ``start_at``.
 - Closed, fully delivered streams stay in the state for a while ("done" entries, ``head_len`` -1) so that a
   glob that also matches rotated names (``*.log*``) does not read ``app.log.1`` again from its start. ``Inodes``
   (one per source) maps (device, inode) → the position a closed stream reached, and → the tail that has it
@@ -39,6 +41,7 @@ _log = logging.getLogger("kqactors.ingest.tail")
 
 HEAD_BYTES = 1024          # the fingerprint: CRC-32 of up to this many first bytes
 _KEEP_DONE = 8             # closed streams remembered per path
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip", ".Z")
 
 
 class Inodes:
@@ -154,7 +157,7 @@ class FileTail:
         return OpenStream(fd, st, pos, self.clock())
 
     def _start(self, new: bool) -> None:
-        saved = self.store.load(self.path)
+        saved, saved_at = self.store.load_with_time(self.path)
         self.done = [s for s in saved if s.head_len < 0]   # closed entries carry head_len -1
         live = [s for s in saved if s.head_len >= 0]
         try:
@@ -182,6 +185,15 @@ class FileTail:
                       extra={"event": "resume_rotated", "path": rotated, "source": self.source.name})
         for s in self.done:
             self.inodes.known.setdefault((s.dev, s.ino), s.pos)
+        if saved and saved_at:
+            skip = {(s.dev, s.ino) for s in self.streams} | ({(st.st_dev, st.st_ino)} if st is not None else set())
+            for sibling in self._rotated_siblings(saved_at, skip):
+                stream = self._open(sibling, None)
+                if stream is not None:
+                    stream.draining = True
+                    self.streams.append(stream)
+                    _log.info("reading %s (rotated while stopped) from %d", sibling, stream.read_pos,
+                              extra={"event": "resume_rotated", "path": sibling, "source": self.source.name})
         if current is None and st is not None:
             start_pos: int | None = None
             if not saved and not new and self.source.spec.start_at == "end":
@@ -189,6 +201,27 @@ class FileTail:
             current = self._open(self.path, start_pos)
         if current is not None:
             self.streams.append(current)
+
+    def _rotated_siblings(self, since: float, skip: set[tuple[int, int]]) -> list[str]:
+        """Files named after the path (``app.log.1``, ``app.log-20240501``; not compressed ones) that were
+        modified after the last checkpoint and are not tracked: rotated more than once while the daemon was
+        stopped, so never seen. Oldest first."""
+        directory, base = os.path.split(self.path)
+        found = []
+        try:
+            with os.scandir(directory or ".") as entries:
+                for entry in entries:
+                    name = entry.name
+                    if name == base or not name.startswith(base) or name[len(base)] not in ".-_" or \
+                            name.endswith(_COMPRESSED) or not entry.is_file(follow_symlinks=False):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    if (st.st_dev, st.st_ino) in skip or st.st_mtime < since - 1.0:
+                        continue
+                    found.append((st.st_mtime, entry.path))
+        except OSError:
+            return []
+        return [path for _, path in sorted(found)]
 
     def _find_by_inode(self, s: StreamState) -> str | None:
         directory = os.path.dirname(self.path) or "."

@@ -211,3 +211,25 @@ def test_a_glob_matching_rotated_names_does_not_read_them_again(tmp_path):
     append(tmp_path / "app.log.1", lines(9))
     pump(rotated)   # opens it where app.log's tail stopped
     assert producer.values() == [b"l0", b"l1", b"new0", b"l9"]
+
+
+def test_two_rotations_while_stopped_read_the_file_never_seen(tmp_path):
+    log = tmp_path / "app.log"
+    old = tmp_path / "app.log.9"
+    old.write_bytes(lines(0, prefix="ancient"))
+    os.utime(old, (1_000_000, 1_000_000))            # rotated long before the last checkpoint: not read
+    log.write_bytes(lines(0, 1))
+    tail, _, _, _ = make(tmp_path, log)
+    pump(tail)
+    tail.save()
+    tail.close()
+    append(log, lines(2))
+    os.rename(log, tmp_path / "app.log.1")            # numbered rotation, twice, while the daemon is down
+    log.write_bytes(lines(0, 1, prefix="mid"))
+    os.rename(tmp_path / "app.log.1", tmp_path / "app.log.2")
+    os.rename(log, tmp_path / "app.log.1")
+    (tmp_path / "app.log.3.gz").write_bytes(b"\x1f\x8b compressed")
+    log.write_bytes(lines(0, prefix="new"))
+    tail2, producer2, _, _ = make(tmp_path, log)
+    pump(tail2)
+    assert producer2.values() == [b"l2", b"mid0", b"mid1", b"new0"]

@@ -17,6 +17,8 @@ from typing import Any
 
 __all__ = ["add_parser", "run", "build_overrides"]
 
+_SECRET_WORDS = ("password", "secret", "jaas", "token")
+
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -90,8 +92,13 @@ def run(options: argparse.Namespace) -> int:
         print(f"kqactors ingest: {exc}", file=sys.stderr)
         return 2
     if options.check_config:
-        groups = worker_groups(config)
-        print(json.dumps({"workers": [g.to_dict() for g in groups]}, indent=2, default=str))
+        workers = [g.to_dict() for g in worker_groups(config)]
+        for worker in workers:
+            kafka = worker["settings"]["kafka"]
+            for key in kafka:
+                if any(word in key for word in _SECRET_WORDS):
+                    kafka[key] = "[redacted]"
+        print(json.dumps({"workers": workers}, indent=2, default=str))
         return 0
     from kqactors.ingest.supervisor import Supervisor
 

@@ -30,7 +30,7 @@ from kqactors.ingest.config import SourceSpec
 from kqactors.ingest.metrics import SourceStats
 from kqactors.ingest.transform import compile_transforms
 
-__all__ = ["Batch", "Emitter", "SourceRuntime", "TokenBucket", "PERMANENT_ERRORS"]
+__all__ = ["Batch", "Emitter", "SourceRuntime", "TokenBucket", "PERMANENT_ERRORS", "DROP_AT_PRODUCE"]
 
 _log = logging.getLogger("kqactors.ingest.emit")
 
@@ -39,6 +39,9 @@ PERMANENT_ERRORS = frozenset({
     KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE,
     KafkaError.INVALID_RECORD, KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError._INVALID_ARG,
 })
+#: What produce() may raise for one line that is dropped (counted); any other KafkaException (a fatal producer)
+#: ends the worker, which restarts from its checkpoints.
+DROP_AT_PRODUCE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError._UNKNOWN_PARTITION, KafkaError._INVALID_ARG})
 #: Reports of lines purged at close: not delivered, not retried (a restart re-reads them).
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
@@ -110,7 +113,6 @@ class SourceRuntime:
         self.bucket = TokenBucket(spec.rate_limit, spec.rate_burst, clock)
         self.clock = clock
         self.finished = False          # stdin at EOF, a --once file at its end
-        self.trackers: list[StreamTracker] = []
 
     def make_batch(self, lines: list[bytes], nbytes: int, end: int = 0, tracker: StreamTracker | None = None,
                    on_done: Callable[[Chunk], Any] | None = None) -> Batch:
@@ -178,6 +180,8 @@ class Emitter:
                 return False
             except KafkaException as exc:  # this line cannot be produced (too large, ...): drop it
                 err = exc.args[0] if exc.args else None
+                if not hasattr(err, "code") or err.code() not in DROP_AT_PRODUCE:
+                    raise
                 self._note("produce", err)
                 source.stats.drop(_reason(err))
                 batch.chunk.settle(1)
@@ -225,6 +229,8 @@ class Emitter:
                 return
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
+                if not hasattr(err, "code") or err.code() not in DROP_AT_PRODUCE:
+                    raise
                 self._note("produce", err)
                 chunk.source.stats.drop(_reason(err))
                 chunk.settle(1)

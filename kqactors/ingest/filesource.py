@@ -4,6 +4,8 @@ Runs in: the worker processes (a task on their asyncio loop). Owns the source's 
 every ``glob_interval_s``; a file found later starts at its beginning), the batches read but not yet queued in
 the producer (at most one read per tail: reading stops while the producer is full), the rate limit, and
 saving the tails' states. Idle files are checked every ``poll_interval_ms`` (appends, rotation, truncation).
+The tails are read in turn, one read at a time, and the next read waits until the last one is queued: a source
+holds at most one read (``read_bytes``) outside the producer however many files it follows.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class FileSource:
         self.inodes = Inodes()
         self.pending: deque[Batch] = deque()
         self._scanned = False
+        self._turn = 0
         self._next_scan = 0.0
 
     # ---- discovery ---------------------------------------------------------------------------------------
@@ -88,11 +91,15 @@ class FileSource:
                 self.pending.popleft()
                 continue
             read_any = False
-            for tail in list(self.tails.values()):
+            tails = list(self.tails.values())
+            for k in range(len(tails)):          # one read at a time, the tails in turn
+                tail = tails[(self._turn + k) % len(tails)]
                 batches = tail.read()
                 if batches:
                     self.pending.extend(batches)
+                    self._turn = (self._turn + k + 1) % len(tails)
                     read_any = True
+                    break
             if read_any:
                 await asyncio.sleep(0)
                 continue

@@ -66,6 +66,7 @@ class Worker:
         self.file_sources: list[FileSource] = []
         self.listeners: list[Any] = []
         self._logged: dict[str, float] = {}
+        self.fatal = False
 
     # ---- producer callbacks (served by poll() on the loop's thread) -------------------------------------
     def _on_stats(self, stats_json: str) -> None:
@@ -76,6 +77,14 @@ class Worker:
 
     def _on_error(self, err: Any) -> None:
         name = err.name() if hasattr(err, "name") else str(err)
+        if hasattr(err, "fatal") and err.fatal() and not self.fatal:
+            # Nothing more will be delivered by this producer: end the worker; its restart resumes from the
+            # checkpoints with a new producer.
+            self.fatal = True
+            _log.error("producer: fatal error %s: %s", name, err.str() if hasattr(err, "str") else err,
+                       extra={"event": "producer_fatal", "error": name})
+            self.stop.set()
+            return
         now = self.clock()
         if now - self._logged.get(name, -1e9) >= 10.0:
             self._logged[name] = now
@@ -139,7 +148,7 @@ class Worker:
         _log.info("worker %s started: %s", self.spec.group, ", ".join(s.name for s in self.spec.sources),
                   extra={"event": "started", "sources": ",".join(s.name for s in self.spec.sources)})
         failed = await self._wait(tasks, finite)
-        drained = await self._close(tasks, float(self.settings["drain_timeout_s"]))
+        drained = await self._close(tasks, 0.0 if self.fatal else float(self.settings["drain_timeout_s"]))
         for helper in helpers:
             helper.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
@@ -156,7 +165,7 @@ class Worker:
         _log.info("worker %s stopped (%s)", self.spec.group,
                   "drained" if drained else f"{left} lines not delivered: they are read again after a restart",
                   extra={"event": "stopped", "undelivered": left})
-        return EXIT_FAILED if failed else EXIT_OK
+        return EXIT_FAILED if failed or self.fatal else EXIT_OK
 
     async def _wait(self, tasks: list[asyncio.Task[Any]], finite: bool) -> bool:
         """Until stop (or, when every source is finite, until they are all finished); True if a source failed."""

@@ -39,10 +39,13 @@ class FakeProducer:
         self.order = "fifo"
         self.fail_with: int | None = None
         self.purged = 0
+        self.raise_for: Any = None   # value → an exception to raise from produce(), or None
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
                 on_delivery: Any = None, *, timestamp: int = 0, headers: Any = None) -> None:
         # keyword-only after on_delivery: confluent-kafka and kqactors differ in what comes next positionally
+        if self.raise_for is not None and self.raise_for(value):
+            raise self.raise_for(value)
         if len(self.queue) >= self.limit:
             raise BufferError("Local: Queue full")
         self.queue.append((topic, value, key, headers, on_delivery))

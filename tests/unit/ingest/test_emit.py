@@ -86,3 +86,25 @@ def test_token_bucket():
     clock.advance(0.2)
     assert bucket.try_take(10)
     assert TokenBucket(0.0).delay(10**9) == 0.0 and TokenBucket(0.0).try_take(10**9)
+
+
+def test_produce_errors_drop_a_line_only_when_it_alone_is_at_fault():
+    import pytest
+
+    from kqactors.errors import KafkaException
+
+    producer, clock = FakeProducer(), Clock()
+    rt = file_runtime(producer, clock)
+    tracker = StreamTracker(0)
+    too_large = KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    producer.raise_for = lambda value: too_large if value == b"huge" else None
+    assert rt.emitter.emit(rt.make_batch([b"a", b"huge", b"b"], 6, end=9, tracker=tracker))
+    rt.emitter.service()
+    assert tracker.committed == 9 and producer.values() == [b"a", b"b"]
+    assert rt.stats.dropped == {"error:MSG_SIZE_TOO_LARGE": 1}
+    fatal = KafkaException(KafkaError(KafkaError._FATAL, fatal=True))
+    producer.raise_for = lambda value: fatal
+    tracker = StreamTracker(9)
+    with pytest.raises(KafkaException):
+        rt.emitter.emit(rt.make_batch([b"c"], 1, end=11, tracker=tracker))
+    assert tracker.committed == 9, "a fatal producer ends the worker; the line is read again after its restart"

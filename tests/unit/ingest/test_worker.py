@@ -72,3 +72,23 @@ def test_exit_statuses(tmp_path):
                               {"bootstrap": "b:1", "topic": "t"})
         worker = Worker(worker_groups(config)[0], None, lambda conf: FakeProducer())
         assert asyncio.run(worker.run()) == EXIT_BIND
+
+
+def test_a_fatal_producer_error_ends_the_worker_for_a_restart(tmp_path):
+    from kqactors.errors import KafkaError
+    from kqactors.ingest.worker import EXIT_FAILED
+
+    log = tmp_path / "a.log"
+    log.write_bytes(b"x\n")
+    producer = FakeProducer()
+    producer.up = False
+
+    async def scenario(worker):
+        task = asyncio.ensure_future(worker.run())
+        while worker.emitter is None or worker.runtimes[0].stats.lines_in < 1:
+            await asyncio.sleep(0.01)
+        worker._on_error(KafkaError(KafkaError._FATAL, "fenced", fatal=True))
+        return await task
+
+    worker = Worker(spec_for(tmp_path, [str(log)], drain_timeout_s=30), None, lambda conf: producer)
+    assert asyncio.run(asyncio.wait_for(scenario(worker), 10)) == EXIT_FAILED

@@ -48,10 +48,14 @@ class ProgressLine:
         self.clock = clock
         self.drawn = False
         self._last: tuple[float, int, int] | None = None
+        self._started = clock()
 
-    def render(self, totals: dict[str, int], workers_up: int, workers: int) -> str:
+    def render(self, totals: dict[str, int], workers_up: int, workers: int, final: bool = False) -> str:
+        """Totals and rates since the last render (``final``: averages since the start)."""
         now = self.clock()
         rate_in = rate_out = 0.0
+        if final:
+            self._last = (self._started, 0, 0)
         if self._last is not None and now > self._last[0]:
             span = now - self._last[0]
             rate_in = (totals["lines_in"] - self._last[1]) / span
@@ -83,6 +87,8 @@ class _Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.report_fd = -1
         self.buffer = b""
+        self.stderr_fd = -1            # with a progress line: the worker's stderr, passed on whole lines
+        self.stderr_buffer = b""
         self.started = 0.0
         self.backoff = _BACKOFF_START_S
         self.restart_at: float | None = None
@@ -165,6 +171,8 @@ class Supervisor:
                             pass
                     except BlockingIOError:
                         pass
+                elif isinstance(key.data, tuple):
+                    self._pass_stderr(key.data[1])
                 else:
                     self._read_reports(key.data)
             for sig in self._take_signals():
@@ -194,6 +202,10 @@ class Supervisor:
                 up = sum(1 for w in self.workers.values() if w.alive)
                 self.progress.draw(self.progress.render(self.board.totals(), up, len(self.workers)))
             if not any(w.alive or w.restart_at is not None for w in self.workers.values()):
+                if self.progress.enabled:   # the totals stay on screen
+                    self.progress.draw(self.progress.render(self.board.totals(), 0, len(self.workers), final=True))
+                    self.stderr.write("\n")
+                    self.progress.drawn = False
                 return self._exit_code()
 
     def _exit_code(self) -> int:
@@ -217,8 +229,11 @@ class Supervisor:
         cmd = [sys.executable, "-m", "kqactors.ingest.worker", "--parent", str(os.getpid()),
                "--spec-fd", str(spec_r), "--report-fd", str(rep_w)]
         uses_stdin = any(s.type == "stdin" for s in w.spec.sources)
+        # With a progress line, the workers' log lines come through us, so that each starts on a clean line.
+        stderr = subprocess.PIPE if self.progress.enabled else None
         try:
-            w.proc = subprocess.Popen(cmd, stdin=None if uses_stdin else subprocess.DEVNULL, pass_fds=fds)
+            w.proc = subprocess.Popen(cmd, stdin=None if uses_stdin else subprocess.DEVNULL, pass_fds=fds,
+                                      stderr=stderr)
         finally:
             os.close(spec_r)
             os.close(rep_w)
@@ -232,6 +247,11 @@ class Supervisor:
         w.stopping = False
         os.set_blocking(rep_r, False)
         self.selector.register(rep_r, selectors.EVENT_READ, w)
+        if w.proc.stderr is not None:
+            w.stderr_fd = w.proc.stderr.fileno()
+            w.stderr_buffer = b""
+            os.set_blocking(w.stderr_fd, False)
+            self.selector.register(w.stderr_fd, selectors.EVENT_READ, ("stderr", w))
         self.workers[w.group] = w
         self.board.update(w.group, {})
         _log.info("worker %s started (pid %d)", w.group, w.proc.pid,
@@ -256,6 +276,29 @@ class Supervisor:
             if message.get("type") == "metrics":
                 self.board.update(w.group, message)
 
+    def _pass_stderr(self, w: _Worker, final: bool = False) -> None:
+        try:
+            while True:
+                chunk = os.read(w.stderr_fd, 65536)
+                if not chunk:
+                    final = True
+                    break
+                w.stderr_buffer += chunk
+        except BlockingIOError:
+            pass
+        *lines, w.stderr_buffer = w.stderr_buffer.split(b"\n")
+        if final and w.stderr_buffer:
+            lines.append(w.stderr_buffer)
+            w.stderr_buffer = b""
+        if lines:
+            self.progress.clear()
+            self.stderr.write(b"\n".join(lines).decode(errors="replace") + "\n")
+            self.stderr.flush()
+        if final:
+            self.selector.unregister(w.stderr_fd)
+            w.proc.stderr.close()  # type: ignore[union-attr]
+            w.stderr_fd = -1
+
     def _close_reports(self, w: _Worker) -> None:
         if w.report_fd >= 0:
             self.selector.unregister(w.report_fd)
@@ -275,6 +318,8 @@ class Supervisor:
             if w.report_fd >= 0:
                 self._read_reports(w)
                 self._close_reports(w)
+            if w.stderr_fd >= 0:
+                self._pass_stderr(w, final=True)
             code = w.proc.returncode
             w.exit_code = code
             asked = w.stopping or self.stopping

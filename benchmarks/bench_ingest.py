@@ -280,11 +280,7 @@ def main() -> int:
                     results["ingest --once"].append(r | {"in_topic": sum(count_topic(broker.bootstrap, topic,
                                                                                      args.lines).values())})
                 elif case == "follow":
-                    # checkpoints every 100 ms (default 500) so that the state file shows the end soon after it
-                    conf = workdir / "follow.toml"
-                    conf.write_text("checkpoint_interval_ms = 100\n")
-                    r = measure.run(ingest_command(broker.bootstrap, topic, state, "--config", str(conf), str(data)),
-                                    env=env,
+                    r = measure.run(ingest_command(broker.bootstrap, topic, state, str(data)), env=env,
                                     done=lambda state=state: state_done(state, [data]))
                     results["ingest follow"].append(r | {"in_topic": sum(count_topic(broker.bootstrap, topic,
                                                                                      args.lines).values())})

@@ -12,7 +12,8 @@ Runs in: the worker processes (the supervisor only takes the state directory's l
 - ``StateStore``: one small JSON file per followed path (``<state_dir>/file-<hash>.json``) holding the identity
   (device, inode, a CRC of the first bytes) and the committed position of each stream still tracked for that
   path (a renamed file being finished, then the current one), written atomically (temp file + rename, fsync when
-  asked) only when it changed; and ``StateDirLock``, one daemon per state directory.
+  asked) only when it changed, by a writer thread in the worker (an fsync takes milliseconds; a late write is
+  safe, never ahead of the deliveries); and ``StateDirLock``, one daemon per state directory.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Chunk", "StreamTracker", "StateStore", "StateDirLock", "StateDirBusy", "StreamState"]
+
+_log = logging.getLogger("kqactors.ingest.checkpoint")
 
 
 class Chunk:
@@ -129,7 +134,16 @@ class StateStore:
     def __init__(self, directory: str, fsync: bool = True) -> None:
         self.directory = directory
         self.fsync = fsync
-        self._written: dict[str, str] = {}
+        self._written: dict[str, str] = {}       # path → body on disk
+        self._submitted: dict[str, str] = {}     # path → body last handed to the writer (or written)
+        self._pending: dict[str, str] = {}       # path → body the writer thread has yet to write
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
+        self._busy = False
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.errors = 0
         os.makedirs(directory, mode=0o750, exist_ok=True)
 
     def file_for(self, path: str) -> str:
@@ -151,14 +165,87 @@ class StateStore:
         except (OSError, ValueError, KeyError, TypeError):
             return [], 0.0
 
+    def _body(self, path: str, streams: list[StreamState]) -> str:
+        return json.dumps({"version": 1, "path": path, "streams": [s.to_dict() for s in streams]}, sort_keys=True)
+
     def save(self, path: str, streams: list[StreamState]) -> bool:
-        """Write ``path``'s streams if they differ from the last write; True when written."""
-        body = json.dumps({"version": 1, "path": path, "streams": [s.to_dict() for s in streams]},
-                          sort_keys=True)
-        if self._written.get(path) == body:
-            return False
+        """Write ``path``'s streams now if they differ from the last write; True when written."""
+        body = self._body(path, streams)
+        with self._lock:
+            if self._written.get(path) == body:
+                return False
+            self._pending.pop(path, None)
+            self._submitted[path] = body
+        self._write(path, body)
+        return True
+
+    def submit(self, path: str, streams: list[StreamState]) -> None:
+        """Have the writer thread write ``path``'s streams (the latest submitted wins); synchronous without it."""
+        if self._thread is None:
+            self.save(path, streams)
+            return
+        body = self._body(path, streams)
+        with self._lock:
+            if self._submitted.get(path) == body:
+                return
+            self._submitted[path] = body
+            self._pending[path] = body
+            self._wake.notify()
+
+    def start_writer(self) -> None:
+        """Write submitted states on a thread: a checkpoint with fsync takes milliseconds, which the worker's
+        loop should not wait for. A late write is safe: a saved position is never past what was delivered."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._writer, name="kqactors-ingest-state", daemon=True)
+            self._thread.start()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every submitted state is written (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._pending or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
+
+    def _writer(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._closing:
+                    self._wake.wait()
+                if self._closing and not self._pending:
+                    return
+                batch, self._pending = self._pending, {}
+                self._busy = True
+            try:
+                for path, body in batch.items():
+                    try:
+                        self._write(path, body)
+                    except OSError as exc:
+                        self.errors += 1
+                        with self._lock:
+                            self._submitted.pop(path, None)   # written again at the next checkpoint
+                        _log.error("cannot write the state of %s: %s", path, exc,
+                                   extra={"event": "state_write_error", "path": path})
+            finally:
+                with self._lock:
+                    self._busy = False
+                    self._idle.notify_all()
+
+    def _write(self, path: str, body: str) -> None:
         target = self.file_for(path)
-        tmp = f"{target}.tmp.{os.getpid()}"
+        tmp = f"{target}.tmp.{os.getpid()}.{threading.get_ident()}"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body[:-1] + f', "updated": {time.time():.3f}}}\n')
             if self.fsync:
@@ -171,8 +258,8 @@ class StateStore:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-        self._written[path] = body
-        return True
+        with self._lock:
+            self._written[path] = body
 
 
 class StateDirBusy(RuntimeError):

@@ -97,7 +97,7 @@ class IngestConfig:
     kafka: Mapping[str, Any]
     state_dir: str = ""
     workers: int = 0                    # 0: one per source (or group), at most the number of cores
-    checkpoint_interval_ms: int = 500
+    checkpoint_interval_ms: int = 100
     drain_timeout_s: float = 30.0
     poll_interval_ms: int = 250
     rotate_wait_s: float = 5.0

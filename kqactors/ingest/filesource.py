@@ -118,10 +118,11 @@ class FileSource:
             await _sleep_unless(stop, self.poll_s)
 
     # ---- state and numbers ---------------------------------------------------------------------------------
-    def save(self) -> None:
+    def save(self, now: bool = False) -> None:
+        """Checkpoint every tail: hand the states to the writer thread, or (``now``) write them before returning."""
         for tail in self.tails.values():
             try:
-                tail.save()
+                tail.save() if now else tail.submit()
             except OSError as exc:
                 self.rt.stats.error("state_write")
                 _log.error("cannot write the state of %s: %s", tail.path, exc,

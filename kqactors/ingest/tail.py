@@ -404,6 +404,9 @@ class FileTail:
     def save(self) -> bool:
         return self.store.save(self.path, self.state())
 
+    def submit(self) -> None:
+        self.store.submit(self.path, self.state())
+
     @property
     def in_flight(self) -> int:
         return sum(s.tracker.in_flight for s in self.streams)

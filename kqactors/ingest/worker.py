@@ -65,6 +65,7 @@ class Worker:
         self.emitter: Emitter | None = None
         self.runtimes: list[SourceRuntime] = []
         self.file_sources: list[FileSource] = []
+        self.store: StateStore | None = None
         self.listeners: list[Any] = []
         self._logged: dict[str, float] = {}
         self.fatal = False
@@ -118,6 +119,8 @@ class Worker:
         store = None
         if any(s.type == "file" for s in self.spec.sources):
             store = StateStore(self.settings["state_dir"], bool(self.settings["fsync"]))
+            store.start_writer()
+        self.store = store
         tasks: list[asyncio.Task[Any]] = []
         finite = True
         for spec in self.spec.sources:
@@ -153,7 +156,9 @@ class Worker:
         for helper in helpers:
             helper.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
-        self._save()
+        if store is not None:
+            store.close()
+        self._save(now=True)
         self._send(self.snapshot(final=True))
         left = len(self.producer)
         if left:
@@ -229,9 +234,9 @@ class Worker:
             self._next_save = now + int(self.settings["checkpoint_interval_ms"]) / 1000.0
             self._save()
 
-    def _save(self) -> None:
+    def _save(self, now: bool = False) -> None:
         for fs in self.file_sources:
-            fs.save()
+            fs.save(now)
 
     async def _reports(self) -> None:
         interval = float(self.settings["metrics_interval_s"])

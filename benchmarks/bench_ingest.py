@@ -218,12 +218,14 @@ def crash_run(bootstrap: str, create_topic: Any, workdir: Path, lines: int, rate
     time.sleep(1.0)
     thread.start()
     kills = 0
+    lags: list[int] = []
     for fraction in (0.3, 0.65):
         while written[0] < lines * fraction:
             time.sleep(0.01)
         os.killpg(daemon.pid, signal.SIGKILL)
         daemon.wait()
         kills += 1
+        lags.append(saved_lag(state, log))
         time.sleep(1.0)
         daemon = start()
     thread.join()
@@ -235,7 +237,22 @@ def crash_run(bootstrap: str, create_topic: Any, workdir: Path, lines: int, rate
     missing = len(expected - set(numbers))
     duplicated = sum(numbers.values()) - len(numbers)
     return {"lines": lines, "rate": rate, "kills": kills, "rotations": rotations[0], "missing": missing,
-            "duplicated": duplicated, "in_topic": sum(numbers.values()), "sigterm_exit": code}
+            "duplicated": duplicated, "in_topic": sum(numbers.values()), "sigterm_exit": code,
+            "bytes_after_the_saved_position_at_each_kill": lags}
+
+
+def saved_lag(state: Path, log: Path) -> int:
+    """Bytes of the followed file past its saved position (read or not), right after a kill."""
+    try:
+        size = log.stat().st_size
+    except OSError:
+        return -1
+    for path in state.glob("file-*.json"):
+        data = json.loads(path.read_text())
+        for stream in data.get("streams", []):
+            if stream["ino"] == log.stat().st_ino:
+                return size - stream["pos"]
+    return size
 
 
 # ---- driver ------------------------------------------------------------------------------------------------
@@ -249,7 +266,7 @@ def main() -> int:
     parser.add_argument("--crash-rate", type=int, default=100_000, help="lines/s written in the crash run")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-    cases = args.cases.split(",")
+    cases = [c for c in args.cases.split(",") if c]
     results: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp, broker_for_run(args.bootstrap) as broker:
         workdir = Path(tmp)
@@ -293,7 +310,7 @@ def main() -> int:
                         results[f"ingest --once, 2 files, {workers} worker(s)"].append(
                             r | {"in_topic": sum(count_topic(broker.bootstrap, t, args.lines).values())})
                 print(f"repeat {repeat} {case} done", file=sys.stderr)
-        kcat_median = statistics.median(r["elapsed_s"] for r in results["kcat"]) if results["kcat"] else None
+        kcat_median = statistics.median(r["elapsed_s"] for r in results["kcat"]) if results.get("kcat") else None
         print(f"\n{args.lines:,} lines ({size / 1e6:.1f} MB), {args.repeats} repeat(s), medians; kcat: {kcat_lib}\n")
         print("| case | s to all in the topic | lines/s | CPU s (tree) | broker CPU s | processes | lines in topic "
               "| vs kcat |")

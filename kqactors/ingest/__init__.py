@@ -10,6 +10,7 @@ Modules:
 - ``transform``: per-source line transforms, the key taken from a JSON field, static headers, rate limits.
 - ``checkpoint``: delivery tracking in read order (``Chunk``, ``StreamTracker``) and the state files.
 - ``tail``: one file path followed across appends, rename rotation and copytruncate.
+- ``filesource``: a file source's paths and globs, read in turn on the worker's loop.
 - ``emit``: lines → ``Producer.produce`` with backpressure, delivery-error retries and counters.
 - ``netsources``: the stdin, TCP, UDP and HTTP sources (asyncio).
 - ``worker``: one worker process (its own Producer, its source group, checkpoints, metric reports).

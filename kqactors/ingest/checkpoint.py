@@ -105,21 +105,27 @@ class StreamTracker:
 
 
 class StreamState:
-    """One tracked stream of a path as stored: identity and committed position."""
+    """One tracked stream of a path as stored: identity (device, inode, CRC of the first bytes), committed
+    position, and ``done`` for a closed, fully delivered stream kept for de-duplication."""
 
-    __slots__ = ("dev", "ino", "pos", "head_len", "head_crc")
+    __slots__ = ("dev", "ino", "pos", "head_len", "head_crc", "done")
 
-    def __init__(self, dev: int, ino: int, pos: int, head_len: int = 0, head_crc: int = 0) -> None:
+    def __init__(self, dev: int, ino: int, pos: int, head_len: int = 0, head_crc: int = 0,
+                 done: bool = False) -> None:
         self.dev, self.ino, self.pos, self.head_len, self.head_crc = dev, ino, pos, head_len, head_crc
+        self.done = done
 
-    def to_dict(self) -> dict[str, int]:
-        return {"dev": self.dev, "ino": self.ino, "pos": self.pos, "head_len": self.head_len,
-                "head_crc": self.head_crc}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dev": self.dev, "ino": self.ino, "pos": self.pos, "head_len": self.head_len,
+                               "head_crc": self.head_crc}
+        if self.done:
+            out["done"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StreamState:
         return cls(int(data["dev"]), int(data["ino"]), int(data["pos"]), int(data.get("head_len", 0)),
-                   int(data.get("head_crc", 0)))
+                   int(data.get("head_crc", 0)), bool(data.get("done", False)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, StreamState) and self.to_dict() == other.to_dict()
@@ -164,6 +170,17 @@ class StateStore:
             return [StreamState.from_dict(s) for s in data.get("streams", [])], float(data.get("updated", 0.0))
         except (OSError, ValueError, KeyError, TypeError):
             return [], 0.0
+
+    def remove(self, path: str) -> None:
+        """Forget ``path`` (its file is gone and nothing of it is tracked any more)."""
+        with self._lock:
+            self._written.pop(path, None)
+            self._submitted.pop(path, None)
+            self._pending.pop(path, None)
+        try:
+            os.unlink(self.file_for(path))
+        except FileNotFoundError:
+            pass
 
     def _body(self, path: str, streams: list[StreamState]) -> str:
         return json.dumps({"version": 1, "path": path, "streams": [s.to_dict() for s in streams]}, sort_keys=True)

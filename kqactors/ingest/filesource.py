@@ -68,7 +68,7 @@ class FileSource:
                                         new=self._scanned)
         for path, tail in list(self.tails.items()):
             if _is_glob_member(path, self.patterns) and not tail.streams and not os.path.exists(path):
-                tail.save()
+                self.store.remove(path)      # a rotated file deleted: nothing left to remember
                 del self.tails[path]
         self._scanned = True
         self._next_scan = self.clock() + self.glob_s

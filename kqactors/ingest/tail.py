@@ -18,10 +18,11 @@ position, the partial line after its last newline, and a ``StreamTracker`` of wh
   first; files named after the path (``app.log.1``, ``app.log-20240501``, not compressed) that were modified after
   the last checkpoint and are not tracked were rotated more than once while it was down: they are read from their
   start (a known one from where it stopped). A file's first start without state begins at ``start_at``.
-- Closed, fully delivered streams stay in the state for a while ("done" entries, ``head_len`` -1) so that a
-  glob that also matches rotated names (``*.log*``) does not read ``app.log.1`` again from its start. ``Inodes``
-  (one per source) maps (device, inode) → the position a closed stream reached, and → the tail that has it
-  open: a file open in one tail is not opened by another.
+- Closed, fully delivered streams stay in the state for a while ("done" entries) so that a glob that also
+  matches rotated names (``*.log*``) does not read ``app.log.1`` again from its start. ``Inodes`` (one per
+  source) maps (device, inode) → the closed stream's state (its position is used only if the file's first bytes
+  still match: inodes are reused), and → the tail that has it open: a file open in one tail is not opened by
+  another.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Inodes:
     """A source's files by (device, inode): ``known`` positions of closed streams, ``claimed`` open ones."""
 
     def __init__(self) -> None:
-        self.known: dict[tuple[int, int], int] = {}
+        self.known: dict[tuple[int, int], StreamState] = {}
         self.claimed: dict[tuple[int, int], FileTail] = {}
 
     def claim(self, key: tuple[int, int], tail: FileTail) -> bool:
@@ -149,7 +150,10 @@ class FileTail:
             os.close(fd)
             return None
         if pos is None:
-            pos = self.inodes.known.get(key, 0)
+            known = self.inodes.known.get(key)
+            same = known is not None and (not known.head_len or
+                                          _head(fd, known.head_len) == (known.head_len, known.head_crc))
+            pos = known.pos if same and known is not None else 0
         if pos > st.st_size:
             pos = 0
         if pos:
@@ -158,8 +162,8 @@ class FileTail:
 
     def _start(self, new: bool) -> None:
         saved, saved_at = self.store.load_with_time(self.path)
-        self.done = [s for s in saved if s.head_len < 0]   # closed entries carry head_len -1
-        live = [s for s in saved if s.head_len >= 0]
+        self.done = [s for s in saved if s.done]
+        live = [s for s in saved if not s.done]
         try:
             st = os.stat(self.path)
         except OSError:
@@ -184,7 +188,7 @@ class FileTail:
             _log.info("finishing %s (renamed while stopped) from %d", rotated, s.pos,
                       extra={"event": "resume_rotated", "path": rotated, "source": self.source.name})
         for s in self.done:
-            self.inodes.known.setdefault((s.dev, s.ino), s.pos)
+            self.inodes.known.setdefault((s.dev, s.ino), s)
         if saved and saved_at:
             skip = {(s.dev, s.ino) for s in self.streams} | ({(st.st_dev, st.st_ino)} if st is not None else set())
             for sibling in self._rotated_siblings(saved_at, skip):
@@ -392,8 +396,9 @@ class FileTail:
             if stream.fd < 0 and stream.tracker.idle:
                 self.streams.remove(stream)
                 state = stream.state()
-                self.done.append(StreamState(state.dev, state.ino, state.pos, -1, 0))
-                self.inodes.known[(state.dev, state.ino)] = state.pos
+                state.done = True
+                self.done.append(state)
+                self.inodes.known[(state.dev, state.ino)] = state
         del self.done[:-_KEEP_DONE]
 
     # ---- state and numbers --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from kqactors.ingest.checkpoint import StateStore
+from kqactors.ingest.checkpoint import StateStore, StreamState
 from kqactors.ingest.tail import FileTail, Inodes
 
 from .fakes import SETTINGS, Clock, FakeProducer, file_runtime, pump
@@ -96,7 +96,7 @@ def test_rename_rotation_reads_the_old_file_to_its_end_then_the_new_one(tmp_path
     assert producer.values()[-2:] == [b"l4", b"last-no-newline"]
     tail.save()
     streams = store.load(str(log))
-    assert [s.head_len < 0 for s in streams] == [True, False], "the old file is remembered as done"
+    assert [s.done for s in streams] == [True, False], "the old file is remembered as done"
     assert streams[-1].ino == log.stat().st_ino and streams[-1].pos == log.stat().st_size
 
 
@@ -233,3 +233,18 @@ def test_two_rotations_while_stopped_read_the_file_never_seen(tmp_path):
     tail2, producer2, _, _ = make(tmp_path, log)
     pump(tail2)
     assert producer2.values() == [b"l2", b"mid0", b"mid1", b"new0"]
+
+
+def test_a_reused_inode_is_not_taken_for_a_file_already_read(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(lines(0, 1))
+    producer, clock = FakeProducer(), Clock()
+    rt = file_runtime(producer, clock)
+    store = StateStore(str(tmp_path / "state"), fsync=False)
+    inodes = Inodes()
+    st = log.stat()
+    # a closed stream of the same device and inode, with other first bytes: the inode was reused
+    inodes.known[(st.st_dev, st.st_ino)] = StreamState(st.st_dev, st.st_ino, 6, 6, 12345, done=True)
+    tail = FileTail(str(log), rt, store, SETTINGS, inodes, clock, new=True)
+    pump(tail)
+    assert producer.values() == [b"l0", b"l1"]

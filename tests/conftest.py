@@ -127,3 +127,17 @@ def cluster(request: pytest.FixtureRequest):
     if request.param == "mock":
         return request.getfixturevalue("mock_cluster")
     return request.getfixturevalue("tansu")
+
+
+@pytest.fixture(autouse=True)
+def _restore_kqactors_logging() -> Iterator[None]:
+    """Code under test may route the ``kqactors`` loggers (the ingest daemon's setup_logging, a log/<host>
+    forwarder running in-process): put them back after each test, so caplog sees the next test's records."""
+    import logging
+
+    logger = logging.getLogger("kqactors")
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    yield
+    logger.setLevel(saved[0])
+    logger.propagate = saved[1]
+    logger.handlers[:] = saved[2]

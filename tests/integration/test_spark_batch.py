@@ -24,8 +24,8 @@ import kqactors.spark  # noqa: E402
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
-@pytest.fixture(scope="session")
-def spark():
+@pytest.fixture(scope="session", name="spark")
+def spark_session():
     """One local[2] SparkSession for the whole run (every test_spark* module asks for the same one)."""
     import shutil
 

@@ -62,6 +62,10 @@ def consumer_config(client: Mapping[str, str], group_id: str) -> dict[str, Any]:
     """A task consumer's configuration: the query's ``kafka.*`` options, plus what the source decides."""
     conf: dict[str, Any] = dict(client)
     conf.setdefault("kqactors.hosts", 0)
+    # A task stops at its range's end, where the consumer's next Fetch waits at the log end for up to
+    # fetch.wait.max.ms; a pooled consumer's next task would wait behind that Fetch (500 ms by default: a
+    # re-used consumer read 333k records in 0.6-0.8 s against 0.2 s fresh; 0.2 s with 50 ms).
+    conf.setdefault("fetch.wait.max.ms", 50)
     conf.update({"group.id": group_id, "enable.auto.commit": False, "enable.auto.offset.store": False,
                  "auto.offset.reset": "error", "enable.partition.eof": False})
     return conf

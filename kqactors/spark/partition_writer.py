@@ -75,28 +75,45 @@ def _open(client: Mapping[str, str]) -> tuple[Any, _Errors, Any]:
 
 def _produce_all(producer: Any, errors: _Errors, topics: list, values: list, keys: list | None,
                  partitions: list | None, headers: list | None) -> int:
+    """One batch's rows; returns how many. The common shape (one topic, no partition or headers column) takes
+    a loop of bare produce() calls: it is the task's per-row cost."""
     produce = producer.produce
     n = len(values)
-    for i in range(n):
-        topic = topics[i]
-        if topic is None:
-            raise WriteFailed(f"Row {i} of a batch has a null topic and the 'topic' option is not set")
-        part = partitions[i] if partitions is not None else None
-        head = headers[i] if headers is not None else None
-        if head is not None:
-            head = [(h["key"], h["value"]) for h in head]
-        key = keys[i] if keys is not None else None
-        while True:
+    if None in topics:
+        raise WriteFailed(f"Row {topics.index(None)} of a batch has a null topic and the 'topic' option is not set")
+    if keys is None:
+        keys = [None] * n
+    if partitions is None and headers is None and topics.count(topics[0]) == n:
+        topic = topics[0]
+        for value, key in zip(values, keys, strict=True):
             try:
-                produce(topic, values[i], key, -1 if part is None else part, headers=head)
-                break
+                produce(topic, value, key)
             except BufferError:
-                producer.poll(0.05)
-        if errors.first is not None:
-            break
+                _produce_when_room(producer, topic, value, key, -1, None)
+    else:
+        for i in range(n):
+            part = partitions[i] if partitions is not None else None
+            head = headers[i] if headers is not None else None
+            if head is not None:
+                head = [(h["key"], h["value"]) for h in head]
+            try:
+                produce(topics[i], values[i], keys[i], -1 if part is None else part, headers=head)
+            except BufferError:
+                _produce_when_room(producer, topics[i], values[i], keys[i], -1 if part is None else part, head)
     producer.poll(0)
     errors.check()
     return n
+
+
+def _produce_when_room(producer: Any, topic: str, value: Any, key: Any, partition: int, headers: Any) -> None:
+    """The producer's queue is full (queue.buffering.max.*): serve delivery reports until it takes the row."""
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(topic, value, key, partition, headers=headers)
+            return
+        except BufferError:
+            continue
 
 
 def _finish(producer: Any, errors: _Errors) -> None:

@@ -44,18 +44,35 @@ class OffsetLookup:
         self.warn = warn or _log.warning
 
     # ---- the client ---------------------------------------------------------------------------------------
+    def _admin_key(self) -> Any:
+        from kqactors.spark.pool import config_key
+
+        return config_key("admin", self._admin_conf())
+
+    def _admin_conf(self) -> dict[str, str]:
+        return {k: v for k, v in self.options.client.items() if k not in ("group.id", "isolation.level")}
+
     @property
     def admin(self) -> Any:
         if self._admin is None:
             from kqactors.admin import AdminClient
+            from kqactors.spark.pool import ADMINS
 
-            conf = {k: v for k, v in self.options.client.items() if k not in ("group.id", "isolation.level")}
-            self._admin = AdminClient(conf)
+            admin = ADMINS.take(self._admin_key())  # (an AdminClient with no pending request is falsy: len 0)
+            self._admin = admin if admin is not None else AdminClient(self._admin_conf())
         return self._admin
 
-    def close(self) -> None:
+    def close(self, keep: bool = True) -> None:
+        """Done with the client: back to the process's pool (Spark reuses its planner workers, and an
+        AdminClient takes a few hundred milliseconds to start and to stop), or closed when ``keep`` is false."""
         admin, self._admin = self._admin, None
-        if admin is not None and self._own_admin:
+        if admin is None or not self._own_admin:
+            return
+        if keep:
+            from kqactors.spark.pool import ADMINS
+
+            ADMINS.give(self._admin_key(), admin)
+        else:
             admin.__exit__(None, None, None)  # confluent-kafka's AdminClient has no close(); kqactors' context exit
 
 

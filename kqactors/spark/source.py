@@ -125,7 +125,9 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
 
     conf = consumer_config(options.client, options.group_id)
     key = config_key("consumer", conf)
-    consumer = CONSUMERS.take(key) or Consumer(conf)
+    consumer = CONSUMERS.take(key)
+    if consumer is None:
+        consumer = Consumer(conf)
     clean = False
     try:
         yield from read_range(consumer, partition.range, include_headers=options.include_headers,
@@ -277,7 +279,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         if self._lookup is not None:
-            self._lookup.close()
+            self._lookup.close(keep=False)
             self._lookup = None
 
 

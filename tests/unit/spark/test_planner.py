@@ -120,3 +120,32 @@ def test_offsets_are_listed_at_the_consumers_isolation_level() -> None:
     assert planner._admin.levels == [IsolationLevel.READ_COMMITTED]
     assert planner2._admin.levels == [IsolationLevel.READ_UNCOMMITTED]
     assert OffsetSpec.earliest() is OffsetSpec.earliest()
+
+
+def test_the_admin_client_goes_back_to_the_pool_and_is_taken_again(monkeypatch) -> None:
+    """A kqactors AdminClient with nothing pending is falsy (len 0): the pool must still hand it out."""
+    import kqactors.admin
+    from kqactors.spark.pool import ADMINS
+
+    made: list = []
+
+    class FalsyAdmin(FakeAdmin):
+        def __init__(self, conf) -> None:
+            super().__init__(TOPICS)
+            made.append(self)
+
+        def __len__(self) -> int:
+            return 0
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+    monkeypatch.setattr(kqactors.admin, "AdminClient", FalsyAdmin)
+    ADMINS.close_all()
+    opts = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, False)
+    for _ in range(3):
+        planner = OffsetLookup(opts)
+        assert planner.partitions() == [("t", 0), ("t", 1)]
+        planner.close()
+    assert len(made) == 1
+    ADMINS.close_all()

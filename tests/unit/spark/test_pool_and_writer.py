@@ -24,7 +24,7 @@ class Clock:
 def test_pool_hands_back_clients_by_key_and_closes_idle_ones() -> None:
     closed: list[str] = []
     clock = Clock()
-    pool = ClientPool(closed.append, idle_timeout_s=10, clock=clock)
+    pool = ClientPool(closed.append, idle_timeout_s=10, clock=clock, reap=False)
     a, b = config_key("consumer", {"x": 1}), config_key("consumer", {"x": "1", "y": 2})
     assert a == config_key("consumer", {"x": "1"}) and a != b
     pool.give(a, "c1")
@@ -36,6 +36,18 @@ def test_pool_hands_back_clients_by_key_and_closes_idle_ones() -> None:
     pool.give(b, "c4")
     pool.close_all()
     assert sorted(closed) == ["c2", "c3", "c4"] and len(pool) == 0
+
+
+def test_the_reaper_closes_idle_clients_of_a_quiet_worker() -> None:
+    import time
+
+    closed: list[str] = []
+    pool = ClientPool(closed.append, idle_timeout_s=0.2)
+    pool.give(config_key("consumer", {}), "c1")
+    deadline = time.monotonic() + 5
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert closed == ["c1"] and len(pool) == 0
 
 
 class FakeProducer:

@@ -327,11 +327,11 @@ def main() -> None:
         spark = spark_session()
         register_floor(spark, args.count, args.size)
         if "read" in cases:
-            record("read", "spark (cold: first query)", 0, *spark_read(spark, broker.bootstrap, warm, warm_ends))
+            record("read", "spark, first query (cold)", 0, *spark_read(spark, broker.bootstrap, warm, warm_ends))
             spark_floor(spark)  # the floor's own first query (JIT, its planner worker) is not measured
         if "write" in cases:
             broker.create_topic(warm + "-w", PARTITIONS)
-            record("write", "spark (cold: first query)", 0, *spark_write(spark, broker.bootstrap, warm + "-w",
+            record("write", "spark, first query (cold)", 0, *spark_write(spark, broker.bootstrap, warm + "-w",
                                                                            3000, args.size))
         for repeat in range(1, args.repeats + 1):
             if "read" in cases:
@@ -371,8 +371,9 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         for runner, rows in by_runner.items():
             rate = statistics.median(r["rows_per_s"] for r in rows)
             ratio = "—" if spark_rate is None or runner.startswith("spark") else f"{spark_rate / rate:.2f}"
+            shown = f"{rate:,.0f}" if "cold" not in runner else f"— ({rows[0]['rows']:,} rows)"
             lines.append(f"| {case} | {runner} | {statistics.median(r['elapsed_s'] for r in rows):.2f} | "
-                         f"{rate:,.0f} | {statistics.median(r['cpu_s'] for r in rows):.2f} | {ratio} |")
+                         f"{shown} | {statistics.median(r['cpu_s'] for r in rows):.2f} | {ratio} |")
     return "\n".join(lines)
 
 

@@ -41,7 +41,14 @@ class OffsetLookup:
         self.options = options
         self._admin = admin
         self._own_admin = admin is None
-        self.warn = warn or _log.warning
+        self._warn = warn or _log.warning
+        self._warned: set[str] = set()
+
+    def warn(self, message: str) -> None:
+        """Each notice once: a stream asks for its partitions at every trigger."""
+        if message not in self._warned:
+            self._warned.add(message)
+            self._warn(message)
 
     # ---- the client ---------------------------------------------------------------------------------------
     def _admin_key(self) -> Any:

@@ -152,6 +152,18 @@ def _release_consumer(key: Any, consumer: Any, clean: bool) -> None:
     consumer.close()
 
 
+def _check_client_config(conf: dict[str, Any], kind: str) -> None:
+    """The kqactors client's own validation of the ``kafka.*`` options, at plan time rather than in the tasks
+    (no client is started)."""
+    from kqactors import KafkaException
+    from kqactors.config import Config
+
+    try:
+        Config(conf, kind=kind)
+    except KafkaException as exc:
+        raise KafkaOptionError(f"A 'kafka.*' option is not valid for the kqactors {kind}: {exc.args[0].str()}") from None
+
+
 def _partitions(options: SourceOptions, ranges: list[OffsetRange]) -> list[InputPartition]:
     return [KafkaInputPartition(r) for r in split_ranges(ranges, options.min_partitions,
                                                            options.max_records_per_partition)]
@@ -317,6 +329,12 @@ def _check_write_schema(schema: StructType, topic_option: str | None) -> None:
         raise KafkaOptionError(f"Columns are matched by their lower-case names: rename {renamed}")
 
 
+def _check_sink_config(sink: Any) -> None:
+    from kqactors.spark.partition_writer import producer_config
+
+    _check_client_config(producer_config(sink.client), "producer")
+
+
 def _write(sink: Any, iterator: Iterator[Any], arrow: bool) -> KafkaCommitMessage:
     from kqactors.spark.partition_writer import write_batches, write_rows
 
@@ -366,7 +384,10 @@ class KqactorsDataSource(DataSource):
         return SHORT_NAME
 
     def _source_options(self, streaming: bool) -> SourceOptions:
+        from kqactors.spark.partition_reader import consumer_config
+
         options = parse_source_options(self.options, streaming)
+        _check_client_config(consumer_config(options.client, options.group_id), "consumer")
         if not _ADMISSION_CONTROL:
             for name, value in (("maxOffsetsPerTrigger", options.max_offsets_per_trigger),
                                 ("minOffsetsPerTrigger", options.min_offsets_per_trigger)):
@@ -397,10 +418,12 @@ class KqactorsDataSource(DataSource):
                                    "use .mode(\"append\")")
         sink = parse_sink_options(self.options)
         _check_write_schema(schema, sink.topic)
+        _check_sink_config(sink)
         return KafkaBatchWriter(sink)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         sink = parse_sink_options(self.options)
         _check_write_schema(schema, sink.topic)
+        _check_sink_config(sink)
         return KafkaStreamWriter(sink)
 

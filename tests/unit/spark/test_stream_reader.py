@@ -110,3 +110,15 @@ def test_partitions_and_pickling() -> None:
                                         OffsetRange("t", 0, 50, 75), OffsetRange("t", 0, 75, 100)]
     copy = pickle.loads(pickle.dumps(reader))  # executors get the reader without its driver-side client
     assert copy._lookup is None and copy.options == reader.options
+
+
+def test_client_properties_are_checked_at_plan_time() -> None:
+    from kqactors.spark.options import KafkaOptionError
+
+    ds = source.KqactorsDataSource({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.no.such": "1"})
+    with pytest.raises(KafkaOptionError, match=r"kqactors consumer: No such configuration property: \"no.such\""):
+        ds.reader(source.SCHEMA)
+    sink = source.KqactorsDataSource({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.linger.ms": "soon"})
+    with pytest.raises(KafkaOptionError, match=r"kqactors producer: Invalid value .*queue.buffering.max.ms"):
+        sink.writer(source.StructType.fromJson({"type": "struct", "fields": [
+            {"name": "value", "type": "binary", "nullable": True, "metadata": {}}]}), False)

@@ -162,11 +162,16 @@ def test_bad_options_fail_at_plan_time_naming_the_option(spark, mock_cluster, un
     assert "fixed schema" in analysis_error(
         lambda: reader(spark, mock_cluster.bootstrap, subscribe=unique_topic).schema("value string").load().collect())
     df = spark.createDataFrame([("a",)], "value string")
-    writer = df.write.format("kqactors").option("kafka.bootstrap.servers", mock_cluster.bootstrap)
-    assert "'topic'" in analysis_error(lambda: writer.mode("append").save())
-    assert "append" in analysis_error(lambda: writer.option("topic", unique_topic).mode("overwrite").save())
+
+    def writer():  # a DataFrameWriter keeps what it was given: a fresh one per case
+        return df.write.format("kqactors").option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+
+    assert "'topic'" in analysis_error(lambda: writer().mode("append").save())
+    assert "append" in analysis_error(lambda: writer().option("topic", unique_topic).mode("overwrite").save())
     # PySpark itself refuses the default ErrorIfExists mode for Python data sources: .mode("append") is needed
-    assert "ErrorIfExists" in analysis_error(lambda: writer.option("topic", unique_topic).save())
+    assert "ErrorIfExists" in analysis_error(lambda: writer().option("topic", unique_topic).save())
+    assert "No such configuration property" in analysis_error(
+        lambda: writer().option("topic", unique_topic).option("kafka.no.such.thing", "1").mode("append").save())
     no_value = spark.createDataFrame([("a",)], "key string").write.format("kqactors")
     assert "'value' column" in analysis_error(
         lambda: no_value.option("kafka.bootstrap.servers", mock_cluster.bootstrap).option("topic", unique_topic)

@@ -126,6 +126,51 @@ def test_killed_query_restarts_from_its_checkpoint_exactly_once(spark, mock_clus
     assert_exactly_once(written(spark, path), {0: 200, 1: 200})
 
 
+def _fill_past_retention(bootstrap: str, topic: str, count: int) -> None:
+    """``count`` records of 100 B on partition 0 (the mock keeps about 4 MB of a partition's log)."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(count):
+        producer.produce(topic, b"%099d" % i, partition=0)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def test_offsets_deleted_under_a_stream_are_data_loss(spark, mock_cluster, unique_topic, tmp_path) -> None:
+    """mock: a stream stopped at offset 1,000; then the log's start moves past it (the mock's retention) and the
+    restarted query's task finds its first offsets gone: the query fails naming the partition and offsets, or,
+    with failOnDataLoss=false, skips to the earliest offset and goes on."""
+    make_topic(mock_cluster, unique_topic, 1)
+    produce_numbered(mock_cluster.bootstrap, unique_topic, 1000, 1)
+    path, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    query = to_parquet(stream(spark, mock_cluster.bootstrap, subscribe=unique_topic, startingOffsets="earliest"),
+                       path, checkpoint, availableNow=True)
+    query.awaitTermination(120)
+    assert len(written(spark, path)) == 1000
+    _fill_past_retention(mock_cluster.bootstrap, unique_topic, 60_000)
+    from kqactors import Consumer, TopicPartition
+
+    with Consumer({"bootstrap.servers": mock_cluster.bootstrap, "group.id": "probe"}) as probe:
+        earliest, latest = probe.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=10)
+    assert earliest > 1000 and latest == 61_000
+    query = to_parquet(stream(spark, mock_cluster.bootstrap, subscribe=unique_topic), path, checkpoint,
+                       availableNow=True)
+    with pytest.raises(Exception) as info:
+        query.awaitTermination(120)
+        raise query.exception() or AssertionError("the query did not fail")
+    assert f"Cannot fetch offset 1000 of {unique_topic}-0: its earliest available offset is now {earliest}" in str(
+        info.value)
+    assert "failOnDataLoss" in str(info.value)
+    query = to_parquet(stream(spark, mock_cluster.bootstrap, subscribe=unique_topic, failOnDataLoss="false"), path,
+                       checkpoint, availableNow=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    offsets = sorted(o for _, o, _ in written(spark, path))
+    assert offsets == list(range(1000)) + list(range(earliest, 61_000))
+
+
 def test_stream_to_the_kafka_sink(spark, mock_cluster, unique_topic, tmp_path) -> None:
     """mock: Kafka → Spark → Kafka with the streaming sink (at-least-once: every record arrives; no task
     failed, so none twice), reading with Trigger.AvailableNow."""

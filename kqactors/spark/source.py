@@ -186,16 +186,19 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         options = self.options
         lookup = OffsetLookup(options)
+        answered = False  # an AdminClient that failed a request is closed, not kept for the next plan
         try:
             tps = lookup.partitions()
             if not tps:
+                answered = True
                 return []
             earliest, latest = lookup.earliest(tps), lookup.latest(tps)
+            answered = True
             start = lookup.resolve(options.starting, tps, True, earliest, latest)
             assert options.ending is not None
             end = lookup.resolve(options.ending, tps, False, earliest, latest)
         finally:
-            lookup.close()
+            lookup.close(keep=answered)
         ranges = []
         for tp in tps:
             if start[tp] > end[tp]:

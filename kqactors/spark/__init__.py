@@ -15,8 +15,8 @@ Options and schema are those of Spark's Kafka connector ("Structured Streaming +
 PySpark refuses Python data-source writes in its default ErrorIfExists mode.
 
 Module map: options (option parsing), ranges (offset-range arithmetic), planner (driver-side offset look-ups
-with the AdminClient), partition_reader / partition_writer (a task's consumer or producer), source (the
-pyspark classes).
+with the AdminClient), partition_reader / partition_writer (a task's consumer or producer), pool (clients kept
+idle in a Python worker between tasks), source (the pyspark classes; the only module that imports pyspark).
 """
 
 from __future__ import annotations

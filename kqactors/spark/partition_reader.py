@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kqactors.errors import KafkaError, KafkaException
 from kqactors.spark.ranges import DataLossError, OffsetRange, data_loss_hint
 
 __all__ = ["ARROW_SCHEMA", "ARROW_SCHEMA_WITH_HEADERS", "consumer_config", "read_range", "messages_to_batch",
@@ -48,10 +49,15 @@ _ERROR = operator.attrgetter("_error")
 _BATCH_ROWS = 10_000         # rows per Arrow batch handed to Spark (its own default maxRecordsPerBatch)
 _WAIT_S = 0.2                # one consume() wait; also how often a stalled read checks where it stands
 _STALL_CHECK_S = 2.0         # no progress this long: ask the broker for the partition's watermarks
-_ERR_AUTO_OFFSET_RESET = -140
-_ERR_OFFSET_OUT_OF_RANGE = 1
-_ERR_PARTITION_EOF = -191
-_TRANSIENT = {-185, -195, -187, -192, 6, 5, 7, 9, 3, 56, 74, 75}  # timed out, transport, leader moves...
+_ERR_AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
+_ERR_OFFSET_OUT_OF_RANGE = KafkaError.OFFSET_OUT_OF_RANGE
+_ERR_PARTITION_EOF = KafkaError._PARTITION_EOF
+# Errors the consumer reports and recovers from by itself (connections, leader moves, metadata catching up); a
+# partition that stays unreadable ends in the stall check or in kafkaConsumer.pollTimeoutMs.
+_TRANSIENT = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT, KafkaError.REPLICA_NOT_AVAILABLE,
+              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.KAFKA_STORAGE_ERROR, KafkaError.FENCED_LEADER_EPOCH,
+              KafkaError.UNKNOWN_LEADER_EPOCH}
 
 
 class ReadTimeout(TimeoutError):
@@ -212,7 +218,16 @@ def _check_stalled(consumer: Any, tp: Any, position: int, end: int, fail_on_data
     watermarks come from the last Fetch response when there is one (a ListOffsets answer otherwise)."""
     low, high = consumer.get_watermark_offsets(tp, cached=True)
     if low < 0 or high < 0:
-        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+            message = f"{tp.topic}-{tp.partition} no longer exists; offsets [{position}, {end}) cannot be read."
+            if fail_on_data_loss:
+                raise DataLossError(message + data_loss_hint(True)) from None
+            warn(message + data_loss_hint(False))
+            return end
     if position < low or (position >= high and high < end):
         return _lost(consumer, tp, position, end, low, high, fail_on_data_loss, warn)
     return position

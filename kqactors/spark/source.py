@@ -220,11 +220,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lookup: OffsetLookup | None = None
         self._latest: dict[tuple[str, int], int] | None = None
         self._target: dict[tuple[str, int], int] | None = None  # Trigger.AvailableNow's end
-        self._last_trigger_s = 0.0
+        self._last_trigger_s: float | None = None  # when the last micro-batch was let through (min offsets)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options, "_lookup": None, "_latest": None, "_target": None,
-                "_last_trigger_s": 0.0}
+                "_last_trigger_s": None}
 
     @property
     def lookup(self) -> OffsetLookup:
@@ -265,9 +265,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if new:
             begin.update(lookup.earliest(new))
         options = self.options
-        if options.min_offsets_per_trigger is not None:
+        if options.min_offsets_per_trigger is not None and self._target is None:
+            # (Trigger.AvailableNow ignores it: its last batch may be smaller and must still run.)
             now = time.monotonic()
-            if now - self._last_trigger_s < options.max_trigger_delay_ms / 1000:
+            last = self._last_trigger_s
+            if last is not None and now - last < options.max_trigger_delay_ms / 1000:
                 backlog = sum(max(latest[tp] - begin.get(tp, 0), 0) for tp in latest)
                 if backlog < options.min_offsets_per_trigger:
                     return start

@@ -215,3 +215,22 @@ def test_stream_options_are_checked_when_the_query_starts(spark, mock_cluster, u
         query.awaitTermination(60)
         raise query.exception() or AssertionError("the query ran")
     assert time.monotonic() - started < 60
+
+
+@needs_admission_control
+def test_the_example_pipeline(spark, mock_cluster, tmp_path) -> None:
+    """mock: examples/spark_orders_pipeline.py's stages (JSON orders → running totals → Kafka and parquet) give
+    the totals that were produced."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "spark_orders_pipeline.py"
+    spec = importlib.util.spec_from_file_location("spark_orders_pipeline", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    for topic in (example.ORDERS, example.TOTALS):  # the mock has no CreateTopics
+        mock_cluster.create_topic(topic, example.PARTITIONS)
+    expected = example.produce_orders(mock_cluster.bootstrap, 1500)
+    example.run_pipeline(spark, mock_cluster.bootstrap, tmp_path, per_trigger=1000)
+    assert example.check(spark, mock_cluster.bootstrap, tmp_path, expected)
+    assert len([n for n in (tmp_path / "checkpoint" / "commits").iterdir() if n.name.isdigit()]) == 2

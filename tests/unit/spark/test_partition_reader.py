@@ -6,7 +6,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kqactors import KafkaError, Message, TopicPartition  # noqa: E402
+from kqactors import KafkaError, KafkaException, Message, TopicPartition  # noqa: E402
 from kqactors.spark.partition_reader import (  # noqa: E402
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
@@ -127,6 +127,20 @@ def test_an_end_beyond_the_log_is_data_loss_once_caught_up() -> None:
     warnings: list[str] = []
     offsets, _ = read(FakeConsumer(range(30)), 0, 40, fail_on_data_loss=False, warn=warnings.append, clock=Clock())
     assert offsets == list(range(30)) and warnings
+
+
+def test_a_deleted_partition_is_data_loss_once_the_read_stalls() -> None:
+    class Deleted(FakeConsumer):
+        def get_watermark_offsets(self, tp, timeout=None, cached=False):
+            if cached:
+                return -1001, -1001
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+
+    with pytest.raises(DataLossError, match=r"t-0 no longer exists; offsets \[30, 40\)"):
+        read(Deleted(range(40), stuck_at=30), 0, 40, clock=Clock())
+    offsets, _ = read(Deleted(range(40), stuck_at=30), 0, 40, clock=Clock(), fail_on_data_loss=False,
+                      warn=lambda m: None)
+    assert offsets == list(range(30))
 
 
 def test_no_progress_times_out() -> None:

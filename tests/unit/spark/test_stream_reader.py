@@ -72,7 +72,7 @@ def test_max_offsets_per_trigger_and_a_new_partition() -> None:
 
 
 def test_min_offsets_per_trigger_waits_until_max_trigger_delay(monkeypatch) -> None:
-    now = [1000.0]
+    now = [5.0]  # a clock near zero (a young machine): the first trigger still fires at once
     monkeypatch.setattr(source.time, "monotonic", lambda: now[0])
     lookup = FakeLookup({("t", 0): 5})
     reader = make(lookup, minOffsetsPerTrigger="10", maxTriggerDelay="30s")
@@ -89,6 +89,15 @@ def test_min_offsets_per_trigger_waits_until_max_trigger_delay(monkeypatch) -> N
     assert reader.latestOffset({"t": {"0": 12}}, limit) == {"t": {"0": 12}}
     now[0] += 31
     assert reader.latestOffset({"t": {"0": 12}}, limit) == {"t": {"0": 15}}  # the delay is over
+
+
+def test_available_now_does_not_wait_for_min_offsets() -> None:
+    lookup = FakeLookup({("t", 0): 3})
+    reader = make(lookup, minOffsetsPerTrigger="10")
+    reader.prepareForTriggerAvailableNow()
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset({"t": {"0": 0}}, limit) == {"t": {"0": 3}}
+    assert reader.latestOffset({"t": {"0": 0}}, limit) == {"t": {"0": 3}}
 
 
 def test_available_now_stops_at_the_offsets_seen_when_it_began() -> None:

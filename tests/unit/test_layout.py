@@ -19,6 +19,7 @@ FORBIDDEN = {
     "actors": {"client"},
     "client": {"actors"},
     "aio": {"actors"},
+    "spark": {"actors", "core", "runtime", "ops"},
     "records": {"actors", "client", "core", "runtime", "ops"},
 }
 

@@ -314,7 +314,10 @@ class RemoteSupervisor:
         spec = self.specs.get(name)
         return spec.host if spec is not None else None
 
-    def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float) -> None:
+    def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float,
+              wait: bool = True) -> None:
+        """The runtime server spawns it and answers (``wait`` is accepted for the Supervisor's signature: an
+        attached client always waits, the server's hosts are up already)."""
         if name in self.specs:
             raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
         if host in self.down_hosts:
@@ -435,9 +438,9 @@ class AttachedRuntime(Runtime):
 
     # -- the Runtime API, in plain names ---------------------------------------------------------------------
     def spawn(self, name: str, actor_factory: str, args: dict | None = None, *, host: int | str | None = None,
-              parent: str = APP, timeout: float = 30.0) -> str:
+              parent: str = APP, timeout: float = 30.0, wait: bool = True) -> str:
         return super().spawn(self._q(name), actor_factory, args, host=host, parent=self._q(parent),
-                             timeout=timeout)
+                             timeout=timeout, wait=wait)
 
     def stop(self, name: str) -> None:
         super().stop(self._q(name))

@@ -201,7 +201,7 @@ def _close(producer: Any, quick: bool = False) -> None:
             producer.poll(0)
         close = getattr(producer, "close", None)
         if callable(close):
-            close()
+            close(0) if quick else close()  # after Ctrl-C: no flush of what the purge left in flight
     except (*_kafka_exceptions(), RuntimeError) as exc:
         print(f"kqactors perf: closing the producer failed: {exc}", file=sys.stderr)
     except KeyboardInterrupt:  # another Ctrl-C while closing: the process is leaving anyway

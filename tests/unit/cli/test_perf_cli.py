@@ -270,7 +270,7 @@ class InterruptedProducer:
     def purge(self):
         self.purged = True
 
-    def close(self):
+    def close(self, timeout=5.0):  # kqactors.Producer.close(timeout)
         self.closed = True
 
     def __len__(self):

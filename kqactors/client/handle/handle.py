@@ -131,11 +131,7 @@ class ClientHandle:
             preload = list(preload)
             if preload:
                 rt.preload(preload, self.toppar_hosts())
-            if needs_token_actor(self.shipped):  # OAUTHBEARER: the token source first (oauth_cb's first run here)
-                rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
-                         token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
-            rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
-            self.notices = rt.monitor()
+            self._spawn_client_actors(rt, main_factory)
         except BaseException:
             rt.close()
             raise
@@ -152,16 +148,22 @@ class ClientHandle:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, f"attaching to {self.runtime_dir}: "
                                                                     f"{exc.message or exc.code}")) from None
         try:
-            if needs_token_actor(self.shipped):
-                rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
-                         token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
-            rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
-            self.notices = rt.monitor()
+            self._spawn_client_actors(rt, main_factory)
         except BaseException:
             rt.close()
             raise
         self.rt = rt
         return rt
+
+    def _spawn_client_actors(self, rt: Runtime, main_factory: str) -> None:
+        """This client's actors on host 0, own runtime or attached: the OAUTHBEARER token source first (oauth_cb
+        runs once here), then ``main``, waited for (spawned without its answer, a broker going down and up left a
+        partition's messages undelivered); then the runtime's host-death notices."""
+        if needs_token_actor(self.shipped):
+            rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
+                     token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
+        rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
+        self.notices = rt.monitor()
 
     def close(self) -> None:
         """Stop every process of this client (safe to call twice, and before ``start``)."""

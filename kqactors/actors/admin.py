@@ -92,7 +92,7 @@ def rows_result(kind: str, result: Any) -> dict[tuple[str, int], list[Any]]:
 class _Job:
     """One admin request: its calls' outcomes, filled as they complete, and its deadline."""
 
-    __slots__ = ("op", "deadline", "outcomes", "pending", "timer", "done", "waiting")
+    __slots__ = ("op", "deadline", "outcomes", "pending", "timer", "done", "waiting", "partial")
 
     def __init__(self, op: Op, deadline: float, count: int) -> None:
         self.op = op
@@ -102,6 +102,9 @@ class _Job:
         self.timer: int | None = None
         self.done = False
         self.waiting: dict[int, str] = {}  # call index → what it waits for (the timeout's reason)
+        # call index → completes that call with what it has so far, when the deadline comes first (a call to
+        # several leaders keeps the partitions that were answered)
+        self.partial: dict[int, Callable[[], None]] = {}
 
 
 class _Call:
@@ -201,6 +204,9 @@ class AdminMainActor(MainActor):
         job = self.jobs.get(job_id)
         if job is not None:
             job.timer = None
+            for slot, complete in list(job.partial.items()):
+                if not job.done and job.outcomes[slot] is None:
+                    complete()
             self._finish_job(job_id)
 
     # ---- one call to one target ----------------------------------------------------------------------------
@@ -396,6 +402,13 @@ class AdminMainActor(MainActor):
                         finish(0, "", [answers[n] for n in nodes], -1)
                 return done
 
+            def partial() -> None:  # at the deadline: the brokers that answered, a timeout for the others
+                what = kind.split(":")[-1]
+                finish(0, "", [answers.get(n) or [n, KafkaError._TIMED_OUT,
+                                                  f"Failed while waiting for {what} response from broker {n}: "
+                                                  "Local: Timed out", None] for n in nodes], -1)
+
+            job.partial[slot] = partial
             for node in nodes:
                 self._send(_Call(job, ["broker", node], kind, args, one(node), slot))
 
@@ -461,5 +474,6 @@ class AdminMainActor(MainActor):
             probe = _Call(job, ["leaders"], kind, common, lambda _c, _r, _res, _b: complete(), slot)
             self._retry(probe, lambda: self._after_metadata(probe, route, topics))
 
+        job.partial[slot] = complete
         first = _Call(job, ["leaders"], kind, common, lambda _c, _r, _res, _b: complete(), slot)
         self._after_metadata(first, route, topics)

@@ -134,3 +134,16 @@ def test_calls_the_mock_cannot_serve(admin) -> None:
         admin.list_groups(timeout=5)
     assert info.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE
     assert time.monotonic() - started < 8
+
+
+
+def test_an_unanswering_leader_times_out_its_partitions_only(admin, fresh_cluster) -> None:
+    cluster = admin.list_topics("t", timeout=10)
+    leader = cluster.topics["t"].partitions[0].leader
+    others = [p for p, meta in cluster.topics["t"].partitions.items() if meta.leader != leader]
+    fresh_cluster.broker_push_request_error_rtts(leader, 2, [(0, 8000)] * 3)  # ListOffsets answered after 8 s
+    found = admin.list_offsets({TopicPartition("t", p): ka.OffsetSpec.earliest() for p in [0, *others]},
+                               request_timeout=2)
+    by_partition = {tp.partition: f for tp, f in found.items()}
+    assert by_partition[0].exception(15).args[0].code() == KafkaError._TIMED_OUT
+    assert all(by_partition[p].result(15).offset == 0 for p in others)

@@ -389,5 +389,9 @@ def test_no_reference_or_memory_leaks(native_records) -> None:
     finally:
         tracemalloc.stop()
     after = [sys.getrefcount(obj) for obj in watched]
+    # None's count is shared with every thread an earlier test left running, so it is allowed a little drift; a
+    # leak of one reference per call would move it by thousands over the 2000 rounds
+    none_at = watched.index(None)
+    assert abs(after.pop(none_at) - before.pop(none_at)) < 200
     assert after == before
     assert grown < 16 * 1024, f"{grown} bytes still allocated after 2000 rounds"

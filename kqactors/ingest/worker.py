@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kqactors.errors import KafkaError, KafkaException
 from kqactors.ingest.checkpoint import StateStore
 from kqactors.ingest.config import WorkerSpec
 from kqactors.ingest.emit import Emitter, SourceRuntime
@@ -111,6 +112,12 @@ class Worker:
             loop.add_signal_handler(sig, self.stop.set)
         try:
             self.producer = self.producer_factory(self.producer_config())
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError._TRANSPORT:  # a shared runtime that is not up (yet): try again later
+                _log.error("cannot attach the producer: %s", exc, extra={"event": "producer_attach_error"})
+                return EXIT_FAILED
+            _log.error("cannot create the producer: %s", exc, extra={"event": "producer_config_error"})
+            return EXIT_CONFIG
         except Exception as exc:  # noqa: BLE001 - a bad property, an unknown setting: say which and stop
             _log.error("cannot create the producer: %s", exc, extra={"event": "producer_config_error"})
             return EXIT_CONFIG

@@ -223,7 +223,7 @@ def _set_property(config: dict[str, str], item: str, where: str) -> None:
 
 def _property_list() -> str:
     """``-X list``: every configuration property kqactors knows, with scope, default and description."""
-    from kqactors.config.properties import PROPERTIES
+    from kqactors.config.properties import ALIASES, PROPERTIES
 
     rows = [f"{'Property':<45} | C/P | {'Default':<20} | Description",
             f"{'-' * 45}-|-----|-{'-' * 20}-|------------"]
@@ -231,6 +231,10 @@ def _property_list() -> str:
         prop = PROPERTIES[name]
         default = "" if prop.default is None or callable(prop.default) else str(prop.default)
         rows.append(f"{name:<45} |  {prop.scope}  | {default:<20} | {prop.doc}")
+    for alias in sorted(ALIASES):
+        target = PROPERTIES.get(ALIASES[alias])
+        scope = target.scope if target is not None else "*"
+        rows.append(f"{alias:<45} |  {scope}  | {'':<20} | Alias for {ALIASES[alias]}")
     return "\n".join(rows) + "\n"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from kqactors.cli import perf_consume
 from kqactors.cli.perf_payload import create_topic, make_payloads
 from kqactors.cli.perf_produce import ProduceRun, run_produce
-from kqactors.cli.perf_stats import ProgressLine
+from kqactors.cli.progress import produce_progress
 from kqactors.errors import KafkaException
 
 __all__ = ["add_parser", "run_perf", "producer_config", "parse_properties"]
@@ -106,7 +106,7 @@ def _run_with_broker(args: argparse.Namespace, bootstrap: str, properties: dict[
         print(f"kqactors perf: invalid producer configuration: {exc}", file=sys.stderr)
         return 2
     _note(args, _create_topic_notice(bootstrap, topic, args.partitions))
-    progress = ProgressLine(sys.stderr, args.count, enabled=not args.quiet and sys.stderr.isatty())
+    progress = produce_progress(sys.stderr, args.count, enabled=not args.quiet)
     summary = None
     try:
         run = ProduceRun(topic=topic, payloads=make_payloads(args.size), count=args.count, rate=args.rate,

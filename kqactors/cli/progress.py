@@ -107,3 +107,29 @@ def make_progress(stream: TextIO, total: float | None, label: str, unit: str = "
     if prefer_rich and rich_available():
         return _RichProgress(stream, total, label, unit)
     return _PlainProgress(stream, total, label, unit)
+
+
+class _RichProduceProgress:
+    """``perf produce``'s progress (ProgressLine's interface) as a rich bar of delivery reports."""
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self._bar = _RichProgress(stream, total, "delivered", "msgs")
+        self.enabled = True
+
+    def update(self, produced: int, stats: Any, force: bool = False) -> None:
+        self._bar._bar.update(self._bar._task, completed=stats.reported)  # noqa: SLF001 - our own wrapper
+
+    def finish(self) -> None:
+        self._bar.close()
+
+
+def produce_progress(stream: TextIO, total: int, enabled: bool) -> Any:
+    """``perf produce``'s progress: a rich bar on a terminal when rich is installed, else perf_stats'
+    carriage-return ProgressLine (which also draws only on a terminal)."""
+    from kqactors.cli.perf_stats import ProgressLine
+
+    isatty = getattr(stream, "isatty", None)
+    on_terminal = enabled and callable(isatty) and isatty()
+    if on_terminal and rich_available():
+        return _RichProduceProgress(stream, total)
+    return ProgressLine(stream, total, enabled=on_terminal)

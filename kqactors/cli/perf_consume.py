@@ -190,8 +190,9 @@ def consumer_config(bootstrap: str, args: argparse.Namespace, properties: Mappin
 
 
 def run_consume(args: argparse.Namespace, consumer_factory: ConsumerFactory | None = None,
-                producer_factory: ConsumerFactory | None = None) -> int:
-    """Run ``perf consume`` for parsed ``args`` (factories default to kqactors.Consumer / Producer)."""
+                producer_factory: ConsumerFactory | None = None, topic_partition: type | None = None) -> int:
+    """Run ``perf consume`` for parsed ``args`` (factories default to kqactors.Consumer / Producer;
+    ``topic_partition`` is the TopicPartition type the consumer takes, kqactors' by default)."""
     from kqactors.cli.perf import _start_embedded_broker, parse_properties
 
     try:
@@ -212,7 +213,8 @@ def run_consume(args: argparse.Namespace, consumer_factory: ConsumerFactory | No
             status = _seed(args, bootstrap, topic, producer_factory)
             if status:
                 return status
-        return _measure(args, bootstrap, topic, properties, consumer_factory, embedded=broker is not None)
+        return _measure(args, bootstrap, topic, properties, consumer_factory, embedded=broker is not None,
+                        topic_partition=topic_partition)
     except KeyboardInterrupt:
         return INTERRUPTED
     finally:
@@ -243,7 +245,7 @@ def _seed(args: argparse.Namespace, bootstrap: str, topic: str, factory: Consume
 
 
 def _measure(args: argparse.Namespace, bootstrap: str, topic: str, properties: Mapping[str, str],
-             factory: ConsumerFactory | None, embedded: bool) -> int:
+             factory: ConsumerFactory | None, embedded: bool, topic_partition: type | None = None) -> int:
     from kqactors import OFFSET_BEGINNING, TopicPartition
 
     config = consumer_config(bootstrap, args, properties)
@@ -264,7 +266,8 @@ def _measure(args: argparse.Namespace, bootstrap: str, topic: str, properties: M
             if not partitions:
                 print(f"kqactors perf: topic {topic!r} has no partitions", file=sys.stderr)
                 return 1
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            tp_class = topic_partition or TopicPartition
+            consumer.assign([tp_class(topic, p, OFFSET_BEGINNING) for p in partitions])
         with progress:
             summary = consume_loop(consumer, args.count, args.idle_timeout, progress)
     except KafkaException as exc:

@@ -12,6 +12,7 @@ Exit status, as kcat's: 0 on success (also after Ctrl-C), 1 on a usage error or 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import types
@@ -85,9 +86,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-F", dest="config_file", default=None, metavar="FILE", help="property=value lines")
     p.add_argument("-m", dest="metadata_timeout", type=float, default=5.0, metavar="SECONDS",
                    help="metadata (et al.) request timeout (default 5)")
-    p.add_argument("-d", dest="debug", default=None, metavar="CONTEXTS", help="debug contexts (-X debug=...)")
+    p.add_argument("-d", dest="debug", default=None, metavar="CONTEXTS",
+                   help="debug contexts (-X debug=...), logged to stderr")
     p.add_argument("-q", dest="quiet", action="store_true", help="quiet: no informational notices")
-    p.add_argument("-v", dest="verbose", action="count", default=0, help="more notices")
     p.add_argument("-E", dest="keep_going", action="store_true", help="do not exit on non-fatal errors")
     p.add_argument("args", nargs="*", metavar="FILE|TOPIC", help="-P: files; -G: topics")
     p.set_defaults(handler=run_cat)
@@ -144,6 +145,12 @@ def run_cat(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: Bin
         mode = _mode(args)
         if not (config.get("bootstrap.servers") or config.get("metadata.broker.list")):
             raise CatUsageError("-b <broker,..> missing")
+        if mode == "P" and config.get("transactional.id"):
+            raise CatUsageError("transactions (-X transactional.id) are not supported by kqactors cat")
+        client_config: dict[str, Any] = dict(config)
+        if "debug" in config:
+            client_config["logger"] = _stderr_logger(stderr)
+        config = client_config
         if mode == "P":
             return _produce(args, config, stdin, stdout, notices, stderr)
         if mode in ("C", "G"):
@@ -166,6 +173,25 @@ def run_cat(args: argparse.Namespace, stdin: BinaryIO | None = None, stdout: Bin
         return FAILED
 
 
+def _stderr_logger(stderr: TextIO) -> logging.Logger:
+    """The client's log records (``-d``/``-X debug``) as kcat shows librdkafka's: ``%LEVEL|time|text``."""
+    logger = logging.getLogger("kqactors.cli.cat.client")
+    logger.handlers[:] = []
+    handler = logging.StreamHandler(stderr)
+    handler.setFormatter(_LogFormat())
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    return logger
+
+
+class _LogFormat(logging.Formatter):
+    _SYSLOG = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"%{self._SYSLOG.get(record.levelno, 6)}|{record.created:.3f}|{record.getMessage()}"
+
+
 def _mode(args: argparse.Namespace) -> str:
     if args.group is not None:
         if not (args.args or args.topics):
@@ -180,7 +206,7 @@ def _mode(args: argparse.Namespace) -> str:
     return args.mode
 
 
-def build_config(args: argparse.Namespace, environ: dict[str, str] | None = None) -> dict[str, str]:
+def build_config(args: argparse.Namespace) -> dict[str, str]:
     """Client config from (in order, later wins) the -F file, -X properties, -b, -d and -z.
 
     As in kcat, ``topic.``-prefixed properties are topic properties (kqactors takes them unprefixed).

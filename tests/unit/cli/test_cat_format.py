@@ -188,3 +188,17 @@ def test_x_list_and_dump():
     assert cat.run_cat(parse("-X", "dump", "-X", "client.id=me", "-b", "h:1"), stdout=out,
                        stderr=io.StringIO()) == 0
     assert "client.id = me" in out.getvalue().decode()
+
+
+def test_transactions_are_refused_not_ignored():
+    err = io.StringIO()
+    args = parse("-b", "h:1", "-P", "-t", "t", "-X", "transactional.id=x")
+    assert cat.run_cat(args, stdin=io.BytesIO(b"a\n"), stdout=io.BytesIO(), stderr=err) == 1
+    assert "transactions" in err.getvalue()
+
+
+def test_debug_records_go_to_stderr_in_kcats_shape():
+    err = io.StringIO()
+    logger = cat._stderr_logger(err)  # noqa: SLF001 - the -d logger the clients get
+    logger.log(10, "%s [%s] %s", "BROKER", "rdkafka#consumer-1", "connecting")
+    assert err.getvalue().startswith("%7|") and err.getvalue().endswith("|BROKER [rdkafka#consumer-1] connecting\n")

@@ -426,13 +426,23 @@ class _Writer:
             self.formatter = default_format(key_delim, delim, args.print_offset, null)
         self.out = stdout
         self.unbuffered = args.unbuffered
+        self.pending: list[bytes] = []
 
     def write(self, message: Any) -> None:
+        """Format one message; it is written at the next ``flush`` (at once, flushed, with -u)."""
         if self.json:
             broker = self.leaders.get((message.topic(), message.partition()), -1)
-            self.out.write(json_envelope(message, broker) + self.delim)
+            self.pending.append(json_envelope(message, broker) + self.delim)
         else:
-            self.out.write(self.formatter.render(message))
+            self.pending.append(self.formatter.render(message))
+        if self.unbuffered:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is pending in one call (stdout may be unbuffered: PYTHONUNBUFFERED)."""
+        if self.pending:
+            self.out.write(b"".join(self.pending))
+            self.pending.clear()
         if self.unbuffered:
             self.out.flush()
 
@@ -498,7 +508,16 @@ class _LoopState:
 
 def _consume_loop(consumer: Any, args: argparse.Namespace, writer: _Writer, notices: _Notices,
                   state: _LoopState, stop_ts: int | None) -> int:
+    try:
+        return _consume_batches(consumer, args, writer, notices, state, stop_ts)
+    finally:
+        writer.flush()
+
+
+def _consume_batches(consumer: Any, args: argparse.Namespace, writer: _Writer, notices: _Notices,
+                     state: _LoopState, stop_ts: int | None) -> int:
     while True:
+        writer.flush()
         want = _BATCH if args.count is None else max(1, min(_BATCH, args.count - state.count))
         for message in consumer.consume(want, 0.5):
             error = message.error()

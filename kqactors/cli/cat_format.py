@@ -126,7 +126,7 @@ class MessageFormatter:
     parts: tuple[bytes | Callable[[Any], bytes], ...]
 
     def render(self, message: Any) -> bytes:
-        return b"".join(part if isinstance(part, bytes) else part(message) for part in self.parts)
+        return b"".join([part if type(part) is bytes else part(message) for part in self.parts])
 
 
 def compile_format(fmt: str, null_str: bytes = b"") -> MessageFormatter:

@@ -542,6 +542,8 @@ def _consume_batches(consumer: Any, args: argparse.Namespace, writer: _Writer, n
             if stop_ts is not None and message.timestamp()[1] >= stop_ts:
                 state.done.add(where)
                 consumer.pause([_tp(message)])
+                notices.info(f"Reached stop timestamp for topic {where[0]} [{where[1]}] at offset "
+                             f"{message.offset()}" + (": exiting" if state.all_done() else ""))
                 if state.all_done():
                     return OK
                 continue

@@ -188,6 +188,12 @@ def test_count_and_partition_stop_where_kcat_stops(tansu, timed_topic, kcat_env)
     eof = kq("-b", tansu.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "-1", "-e", "-f", "%s\\n")
     assert ok(eof) == b"p0-5\n"
     assert eof.stderr.decode().strip().endswith(f"Reached end of topic {topic} [0] at offset 6: exiting")
+    # e@ alone (no -e) ends the run once every partition passed the stop time, as kcat's does.
+    stop = ["-b", tansu.bootstrap, "-C", "-t", topic, "-p", "1", "-o", f"e@{_base + 3000}", "-f", "%o\\n"]
+    theirs = kcat(kcat_env, *stop)
+    ours = kq(*stop)
+    assert ok(ours) == ok(theirs) == b"0\n1\n2\n"
+    assert ours.stderr.decode().strip().endswith(f"Reached stop timestamp for topic {topic} [1] at offset 3: exiting")
 
 
 def test_query_by_timestamp_matches_kcat(tansu, timed_topic, kcat_env):

@@ -206,12 +206,15 @@ def test_query_by_timestamp_matches_kcat(tansu, timed_topic, kcat_env):
         [f"{topic} [0] offset {answers[0]}".encode(), f"{topic} [1] offset 0".encode()])
 
 
-def test_balanced_consumer_reads_every_partition(tansu, timed_topic):
+def test_balanced_consumer_reads_every_partition_as_kcat_does(tansu, timed_topic, kcat_env):
     topic, _base = timed_topic
     # Tansu's JoinGroup waits about half the session timeout (tests/integration/test_consumer_group_tansu.py).
-    result = kq("-b", tansu.bootstrap, "-G", f"g-{topic}", topic, "-o", "beginning", "-e", "-f", "%p/%o\\n",
-                "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500")
-    assert sorted(ok(result).splitlines()) == sorted(f"{p}/{i}".encode() for p in (0, 1) for i in range(6))
+    args = [topic, "-o", "beginning", "-e", "-f", "%p/%o\\n", "-X", "session.timeout.ms=6000",
+            "-X", "heartbeat.interval.ms=500"]
+    result = kq("-b", tansu.bootstrap, "-G", f"g-{topic}", *args)
+    theirs = ok(kcat(kcat_env, "-b", tansu.bootstrap, "-G", f"g-kcat-{topic}", *args))
+    assert sorted(ok(result).splitlines()) == sorted(theirs.splitlines()) == sorted(
+        f"{p}/{i}".encode() for p in (0, 1) for i in range(6))
     assert b"rebalanced: assigned:" in result.stderr
 
 
@@ -224,6 +227,12 @@ def test_producing_files_and_errors_exit_like_kcat(tansu, unique_topic, kcat_env
     ok(kq("-b", tansu.bootstrap, "-P", "-t", unique_topic, "-p", "0", "-D", "|", "-l", str(lines)))
     theirs = ok(kcat(kcat_env, "-b", tansu.bootstrap, "-C", "-t", unique_topic, "-e", "-q", "-f", "%S:%s;"))
     assert theirs == b"18:line one\nline two\n;1:a;1:b;1:c;"
+    # -K with -k (per-message keys win), -Z (an empty value is NULL), -c (stop after 2), -T (echo what was sent)
+    tee = ok(kq("-b", tansu.bootstrap, "-P", "-t", unique_topic + "-z", "-p", "0", "-K:", "-k", "fixed", "-Z",
+                "-c", "2", "-T", input=b"k:\nx\ny\n"))
+    assert tee == b"k:\nx\n"
+    read = ok(kcat(kcat_env, "-b", tansu.bootstrap, "-C", "-t", unique_topic + "-z", "-e", "-q", "-f", "%k=%S;"))
+    assert read == b"k=-1;fixed=1;"
     # No broker configured: an error and exit status 1 from both, and no embedded broker.
     assert kq("-C", "-t", unique_topic).returncode == kcat(kcat_env, "-C", "-t", unique_topic).returncode == 1
     assert kq("-b", tansu.bootstrap, "-C", "-t", unique_topic, "-f", "%Y").returncode == 1

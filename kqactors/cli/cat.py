@@ -462,7 +462,7 @@ def _consume(args: argparse.Namespace, config: dict[str, str], stdout: BinaryIO,
             raise CatUsageError("-G takes -o beginning, end or stored (the group's committed offsets)")
     else:
         config.setdefault("group.id", "kqactors-cat")
-        config.setdefault("enable.auto.commit", "false")
+        config.setdefault("enable.auto.commit", "false")  # -o stored commits what it printed, at the end
     consumer = Consumer(config)
     try:
         topics = [*args.topics, *args.args] if group_mode else args.topics
@@ -478,7 +478,11 @@ def _consume(args: argparse.Namespace, config: dict[str, str], stdout: BinaryIO,
                           for p in parts]
             state = _LoopState(expected=len(parts))
             consumer.assign(assignment)
-        return _consume_loop(consumer, args, writer, notices, state, stop_ts)
+        try:
+            return _consume_loop(consumer, args, writer, notices, state, stop_ts)
+        finally:
+            if not group_mode and start.kind == "stored":
+                _commit_printed(consumer, state, notices)
     except KeyboardInterrupt:
         return OK
     finally:
@@ -489,6 +493,20 @@ def _consume(args: argparse.Namespace, config: dict[str, str], stdout: BinaryIO,
         consumer.close()
 
 
+def _commit_printed(consumer: Any, state: _LoopState, notices: _Notices) -> None:
+    """-C -o stored: commit the offset after the last message printed of each partition, so the next
+    ``-o stored`` run of the group goes on from there (kcat's librdkafka commits them as it goes)."""
+    from kqactors import TopicPartition
+
+    if not state.next_offsets:
+        return
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(state.next_offsets.items())],
+                        asynchronous=False)
+    except KafkaException as exc:
+        notices.error(f"Failed to commit offsets: {_kafka_text(exc)}")
+
+
 class _LoopState:
     """Which partitions are done (end reached with -e, or e@ passed), out of how many are consumed."""
 
@@ -496,6 +514,7 @@ class _LoopState:
         self.expected = expected
         self.done: set[tuple[str, int]] = set()
         self.count = 0
+        self.next_offsets: dict[tuple[str, int], int] = {}
 
     def assigned(self, partitions: list[Any], notices: _Notices, group: str) -> None:
         self.expected = len(partitions)
@@ -548,6 +567,7 @@ def _consume_batches(consumer: Any, args: argparse.Namespace, writer: _Writer, n
                     return OK
                 continue
             writer.write(message)
+            state.next_offsets[where] = message.offset() + 1
             state.count += 1
             if args.count is not None and state.count >= args.count:
                 return OK

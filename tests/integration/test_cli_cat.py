@@ -242,3 +242,12 @@ def test_producing_files_and_errors_exit_like_kcat(tansu, unique_topic, kcat_env
 def test_property_list_names_the_librdkafka_keys():
     listing = ok(kq("-X", "list")).decode()
     assert "bootstrap.servers" in listing and "enable.partition.eof" in listing
+
+
+def test_stored_offsets_carry_over_between_runs_and_to_kcat(tansu, timed_topic, kcat_env):
+    topic, _base = timed_topic
+    group = ["-X", f"group.id=stored-{topic}", "-p", "0", "-f", "%o\\n"]
+    assert ok(kq("-b", tansu.bootstrap, "-C", "-t", topic, "-o", "stored", "-X", "auto.offset.reset=earliest",
+                 "-c", "3", *group)) == b"0\n1\n2\n"
+    assert ok(kq("-b", tansu.bootstrap, "-C", "-t", topic, "-o", "stored", "-c", "2", *group)) == b"3\n4\n"
+    assert ok(kcat(kcat_env, "-b", tansu.bootstrap, "-C", "-t", topic, "-o", "stored", "-c", "1", *group)) == b"5\n"

@@ -236,6 +236,9 @@ def test_producing_files_and_errors_exit_like_kcat(tansu, unique_topic, kcat_env
     # No broker configured: an error and exit status 1 from both, and no embedded broker.
     assert kq("-C", "-t", unique_topic).returncode == kcat(kcat_env, "-C", "-t", unique_topic).returncode == 1
     assert kq("-b", tansu.bootstrap, "-C", "-t", unique_topic, "-f", "%Y").returncode == 1
+    refused = kq("-b", "127.0.0.1:1", "-L", "-m", "1")  # nothing listens on port 1
+    assert refused.returncode == kcat(kcat_env, "-b", "127.0.0.1:1", "-L", "-m", "1").returncode == 1
+    assert refused.stderr.decode().splitlines()[-1].startswith("% ERROR: ")
     assert kq("-b", tansu.bootstrap, "-L", "-X", "no.such.property=1").returncode == 1
 
 

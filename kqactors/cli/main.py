@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from kqactors import __version__
-from kqactors.cli import broker, ingest, perf, runtime_cmd
+from kqactors.cli import admin_cmd, broker, cat, ingest, perf, runtime_cmd
 
-_SUBCOMMANDS = (broker, perf, runtime_cmd, ingest)
+_SUBCOMMANDS = (broker, perf, runtime_cmd, ingest, cat, admin_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

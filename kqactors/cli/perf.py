@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kqactors.cli import perf_consume
 from kqactors.cli.perf_payload import create_topic, make_payloads
 from kqactors.cli.perf_produce import ProduceRun, run_produce
-from kqactors.cli.perf_stats import ProgressLine
+from kqactors.cli.progress import produce_progress
 from kqactors.errors import KafkaException
 
 __all__ = ["add_parser", "run_perf", "producer_config", "parse_properties"]
@@ -31,7 +32,7 @@ INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + S
 
 def add_parser(subparsers: Any) -> None:
     """Register ``perf`` (with sub-command ``produce``) on the ``kqactors`` command's subparsers."""
-    perf = subparsers.add_parser("perf", help="performance tools (perf produce)",
+    perf = subparsers.add_parser("perf", help="performance tools (perf produce, perf consume)",
                                  description="Performance tools for kqactors.")
     perf.set_defaults(handler=lambda _options: _missing_subcommand(perf))
     perf_commands = perf.add_subparsers(dest="perf_command", metavar="TOOL")
@@ -64,6 +65,7 @@ def add_parser(subparsers: Any) -> None:
     produce.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     produce.add_argument("--quiet", "-q", action="store_true", help="no progress line or notices on stderr")
     produce.set_defaults(handler=run_perf)
+    perf_consume.add_parser(perf_commands)
 
 
 def run_perf(args: argparse.Namespace, producer_factory: ProducerFactory | None = None) -> int:
@@ -104,7 +106,7 @@ def _run_with_broker(args: argparse.Namespace, bootstrap: str, properties: dict[
         print(f"kqactors perf: invalid producer configuration: {exc}", file=sys.stderr)
         return 2
     _note(args, _create_topic_notice(bootstrap, topic, args.partitions))
-    progress = ProgressLine(sys.stderr, args.count, enabled=not args.quiet and sys.stderr.isatty())
+    progress = produce_progress(sys.stderr, args.count, enabled=not args.quiet)
     summary = None
     try:
         run = ProduceRun(topic=topic, payloads=make_payloads(args.size), count=args.count, rate=args.rate,

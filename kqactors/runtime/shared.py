@@ -11,6 +11,17 @@ runtime's app does. The server watches each attached app's pid: when one dies, i
 nobody else notices. An attached app watches the server's pid: when the server dies, pending requests fail
 with DEAD_ACTOR, the monitors get ACTORS_DOWN for every actor and sends raise DEAD_ACTOR (no hang); a new
 client attaches once a runtime runs again.
+
+Shared groups: an app that attaches with a group key (the client handle's fingerprint of the settings that
+shape its actors' work, see kqactors/client/handle/sharing.py) joins the group of that key, a namespace
+``_nsg<K>`` created by the first such app and stopped when its last member leaves. The members' actor names
+(``main``, ``toppar/t/0``, the brokers) resolve to the group's actors: the first member's spawn creates one, the
+others' find it (the server answers with its host). Each member keeps its own namespace for its inbox, so
+replies and what a member-aware actor addresses to a member (a PRODUCE's sender) reach that member alone; what
+the group's actors send "to the app" reaches every member through the group's relay inbox (``_nsg<K>/app``, read
+by the server). An op relayed with a payload saying ``fatal`` retires the group: its members keep it, the next
+app with that key starts a new one. The members' factories may be swapped for member-aware ones (``factories``); those actors get a
+MEMBER_LEFT op when a member detaches or dies.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ import msgpack
 import zmq
 
 from .host import HOST_DOWN
-from .namespace import app_name, is_ns_app, namespace_of, qualify, strip
+from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
 from .supervisor import Supervisor
@@ -118,6 +129,19 @@ class SharedRuntime(Runtime):
     supervisor_factory = SharedSupervisor
 
 
+class _Group:
+    """A shared group: its namespace, its members' namespaces, the actors that want MEMBER_LEFT, and the relay
+    inbox that hands what its actors send to "app" to every member."""
+
+    def __init__(self, key: str, ns: str, relay: ZmqInbox) -> None:
+        self.key = key
+        self.ns = ns
+        self.relay = relay
+        self.members: set[str] = set()
+        self.listeners: set[str] = set()
+        self.relayed = 0
+
+
 class RuntimeServer:
     """``kqactors runtime --dir DIR``: the shared runtime's process. ``hosts`` toppar hosts besides main's."""
 
@@ -130,6 +154,11 @@ class RuntimeServer:
         self.preload = list(preload)
         self.rt: SharedRuntime | None = None
         self.clients: dict[str, int] = {}  # namespace -> pid of the attached app
+        self.groups: dict[str, _Group] = {}  # group key -> group
+        self.member_group: dict[str, _Group] = {}  # member namespace -> its group
+        self._group_numbers = itertools.count(1)
+        self._poller: zmq.Poller | None = None
+        self._relays: dict[Any, _Group] = {}  # relay socket -> group
         self.stopping = threading.Event()
         self._ns_numbers = itertools.count(1)
         self._context: zmq.Context | None = None
@@ -172,13 +201,16 @@ class RuntimeServer:
     def serve_forever(self) -> None:
         """Serve attach/spawn/stop requests and watch attached apps until ``stopping`` is set (SIGTERM)."""
         assert self.rt is not None and self._ctl is not None
-        poller = zmq.Poller()
+        poller = self._poller = zmq.Poller()
         poller.register(self._ctl, zmq.POLLIN)
         next_check = time.monotonic() + PID_CHECK_S
         while not self.stopping.is_set():
-            if poller.poll(20):
-                request = msgpack.unpackb(self._ctl.recv(), raw=False)
-                self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+            for sock, _ in poller.poll(20):
+                if sock is self._ctl:
+                    request = msgpack.unpackb(self._ctl.recv(), raw=False)
+                    self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+                elif sock in self._relays:
+                    self._relay(self._relays[sock])
             self.rt.poll(0)  # route the hosts' notices (children spawned, host deaths)
             now = time.monotonic()
             if now >= next_check:
@@ -196,14 +228,28 @@ class RuntimeServer:
                 ns = f"_ns{next(self._ns_numbers)}"
                 self.clients[ns] = int(request["pid"])
                 rt._plumbing.supervisor.namespaces.add(ns)
-                log.info("attached pid %s as %s", request["pid"], ns)
-                return {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
+                reply = {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
+                key = request.get("group")
+                if key:
+                    group = self.groups.get(str(key)) or self._new_group(str(key))
+                    group.members.add(ns)
+                    self.member_group[ns] = group
+                    reply["group"] = group.ns
+                log.info("attached pid %s as %s%s", request["pid"], ns, f" in {reply['group']}" if key else "")
+                return reply
             if kind == "status":
                 return {"clients": dict(self.clients), "hosts": rt.host_keys,
-                        "pids": {k: rt.host_pid(k) for k in rt.host_keys}}
+                        "pids": {k: rt.host_pid(k) for k in rt.host_keys},
+                        "groups": {g.ns: {"members": sorted(g.members), "retired": self.groups.get(g.key) is not g,
+                                          "actors": sorted(n for n in rt._plumbing.supervisor.specs
+                                                           if namespace_of(n) == g.ns)}
+                                   for g in self._relays.values()}}
             ns = str(request.get("ns"))
             if ns not in self.clients:
                 return {"error": ErrorCode.TERMINATED, "message": f"{ns} is not attached (runtime restarted?)"}
+            group = self.member_group.get(ns)
+            if kind == "spawn" and group is not None and namespace_of(str(request["name"])) == group.ns:
+                return self._spawn_shared(group, request)
             if kind == "spawn":
                 name, parent = str(request["name"]), str(request.get("parent") or app_name(ns))
                 if namespace_of(name) != ns or namespace_of(parent) != ns:
@@ -213,7 +259,7 @@ class RuntimeServer:
                 return {"host": host}
             if kind == "stop":
                 name = str(request["name"])
-                if namespace_of(name) == ns:
+                if namespace_of(name) == ns:  # a group's actors live as long as the group
                     rt.stop(name)
                 return {}
             if kind == "preload":
@@ -233,10 +279,87 @@ class RuntimeServer:
         assert self.rt is not None
         stopped = self.rt._plumbing.supervisor.drop_namespace(ns)
         log.info("%s detached (%s): %d actors stopped", ns, why, stopped)
+        group = self.member_group.pop(ns, None)
+        if group is not None:
+            self._leave_group(group, ns)
+        p = self.rt._plumbing
+        with p.send_lock:
+            if p.outbox is not None:
+                p.outbox.reset(app_name(ns))
         with contextlib.suppress(OSError):
             os.unlink(endpoint(self.rt.run_dir or "", app_name(ns))[len("ipc://"):])
 
+    # ---- shared groups ---------------------------------------------------------------------------------
+    def _new_group(self, key: str) -> _Group:
+        rt = self.rt
+        assert rt is not None and rt.run_dir is not None and rt._plumbing.context is not None
+        ns = f"{GROUP_MARK}{next(self._group_numbers)}"
+        group = _Group(key, ns, ZmqInbox(rt._plumbing.context, rt.run_dir, app_name(ns)))
+        self.groups[key] = group
+        self._relays[group.relay.socket] = group
+        if self._poller is not None:
+            self._poller.register(group.relay.socket, zmq.POLLIN)
+        rt._plumbing.supervisor.namespaces.add(ns)  # its actors' host deaths and restarts reach the relay
+        log.info("shared group %s created", ns)
+        return group
+
+    def _spawn_shared(self, group: _Group, request: dict) -> dict:
+        """A member's spawn of a group actor: the existing one's host if another member spawned it, else it is
+        spawned with the group's relay as its parent (CHILD_EXITED reaches every member)."""
+        rt = self.rt
+        assert rt is not None
+        name = str(request["name"])
+        if request.get("member_notices"):
+            group.listeners.add(name)
+        spec = rt._plumbing.supervisor.specs.get(name)
+        if spec is not None:
+            return {"host": spec.host, "shared": True}
+        host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
+                        parent=app_name(group.ns), timeout=float(request.get("timeout", 30.0)))
+        return {"host": host}
+
+    def _leave_group(self, group: _Group, ns: str) -> None:
+        """A member detached or died: its member-aware actors forget it; the last one out stops the group."""
+        group.members.discard(ns)
+        rt = self.rt
+        assert rt is not None
+        if group.members:
+            for name in list(group.listeners):
+                with contextlib.suppress(ActorError):
+                    rt.send(name, Op(MEMBER_LEFT, {"member": app_name(ns)}))
+            return
+        stopped = rt._plumbing.supervisor.drop_namespace(group.ns)
+        if self.groups.get(group.key) is group:
+            del self.groups[group.key]
+        self._relays.pop(group.relay.socket, None)
+        if self._poller is not None:
+            self._poller.unregister(group.relay.socket)
+        group.relay.close()
+        with contextlib.suppress(OSError):
+            os.unlink(endpoint(rt.run_dir or "", app_name(group.ns))[len("ipc://"):])
+        log.info("shared group %s stopped with its last member: %d actors stopped", group.ns, stopped)
+
+    def _relay(self, group: _Group) -> None:
+        """What the group's actors sent to "app" (errors, logs, statistics, topic partition counts, children
+        spawned, restarts): to every member's inbox."""
+        rt = self.rt
+        assert rt is not None
+        for ops in group.relay.recv_batches():
+            group.relayed += len(ops)
+            if self.groups.get(group.key) is group and any(
+                    isinstance(op.payload, dict) and op.payload.get("fatal") for op in ops):
+                # A fatal error (a fenced producer id): the group ends with its members; a client that attaches
+                # with the same settings from now on starts a fresh group, as a new client would.
+                del self.groups[group.key]
+                log.info("shared group %s retired after a fatal error", group.ns)
+            for member in list(group.members):
+                with contextlib.suppress(ActorError, zmq.ZMQError):
+                    rt._transmit(app_name(member), ops)
+
     def close(self) -> None:
+        for group in list(self.groups.values()):
+            group.relay.close()
+        self.groups.clear()
         if self._ctl is not None:
             self._ctl.close(linger=0)
         if self._context is not None:
@@ -300,9 +423,11 @@ class RemoteControl:
 class RemoteSupervisor:
     """What Runtime needs of a Supervisor, with the server's supervisor doing the spawning."""
 
-    def __init__(self, control: RemoteControl, ns: str, host_keys: list[str]) -> None:
+    def __init__(self, control: RemoteControl, ns: str, host_keys: list[str],
+                 member_factories: Iterable[str] = ()) -> None:
         self.control = control
         self.ns = ns
+        self.member_factories = frozenset(member_factories)  # group actors that want MEMBER_LEFT
         self.host_keys = list(host_keys)
         self.specs: dict[str, Any] = {}
         self.down_hosts: set[str] = set()
@@ -322,8 +447,10 @@ class RemoteSupervisor:
             raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
         if host in self.down_hosts:
             raise ActorError(ErrorCode.DEAD_ACTOR, f"host {host} is restarting")
-        self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory, "args": args or {},
-                           "host": host, "parent": parent, "timeout": timeout}, timeout + 1.0)
+        reply = self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory,
+                                   "args": args or {}, "host": host, "parent": parent, "timeout": timeout,
+                                   "member_notices": factory in self.member_factories}, timeout + 1.0)
+        host = str(reply.get("host") or host)  # a group actor another member spawned runs where it runs
         with self._lock:
             self.specs[name] = _Spec(name, host, parent)
 
@@ -395,9 +522,14 @@ class _AttachedPlumbing(_Plumbing):
 class AttachedRuntime(Runtime):
     """A Runtime whose hosts belong to the shared runtime at ``directory``: same API, plain actor names
     (qualified with this app's namespace on the way out, stripped on the way in); attaching costs one
-    round trip to the server and a socket bind."""
+    round trip to the server and a socket bind.
 
-    def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S) -> None:
+    ``group``: join the shared group of that key (its actors serve every app that attaches with the same key;
+    this app's actor names resolve to the group's, its inbox stays its own). ``factories``: in a group, the
+    factory spawned instead of a given one (a member-aware actor, told of members that leave)."""
+
+    def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S, group: str | None = None,
+                 factories: dict[str, str] | None = None) -> None:
         started = time.perf_counter()
         directory = os.path.abspath(directory)
         info = read_runtime_info(directory)
@@ -407,8 +539,15 @@ class AttachedRuntime(Runtime):
             p.context = zmq.Context()
             control = RemoteControl(p.context, directory)
             p.control = control
-            reply = control.call({"op": "attach", "pid": os.getpid()}, timeout)
+            request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
+            if group:
+                request["group"] = group
+            reply = control.call(request, timeout)
             self.ns = ns = str(reply["ns"])
+            #: the shared group this app is a member of (its actors' namespace), or None
+            self.group: str | None = str(reply["group"]) if reply.get("group") else None
+            self._actor_ns = self.group or ns
+            self._factories = dict(factories or {}) if self.group else {}
             self._app = app_name(ns)
             self.server_pid = int(reply["pid"])
             self.directory = directory
@@ -416,7 +555,7 @@ class AttachedRuntime(Runtime):
             p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
             p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
             p.outbox = ZmqOutbox(p.context, run_dir)
-            p.supervisor = RemoteSupervisor(control, ns, self.host_keys)
+            p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values())
         except BaseException:
             p.close(timeout=1.0)
             raise
@@ -433,14 +572,19 @@ class AttachedRuntime(Runtime):
     def _q(self, name: str) -> str:
         full = self._qualified.get(name)
         if full is None:
-            full = self._qualified[name] = qualify(self.ns, name)
+            full = self._qualified[name] = app_name(self.ns) if name == APP else qualify(self._actor_ns, name)
         return full
+
+    def _strip(self, name: str | None) -> str | None:
+        """A full name as this app knows it: its group's actors and its own namespace's, unprefixed."""
+        name = strip(self.ns, name)
+        return strip(self.group, name) if self.group else name
 
     # -- the Runtime API, in plain names ---------------------------------------------------------------------
     def spawn(self, name: str, actor_factory: str, args: dict | None = None, *, host: int | str | None = None,
               parent: str = APP, timeout: float = 30.0, wait: bool = True) -> str:
-        return super().spawn(self._q(name), actor_factory, args, host=host, parent=self._q(parent),
-                             timeout=timeout, wait=wait)
+        return super().spawn(self._q(name), self._factories.get(actor_factory, actor_factory), args, host=host,
+                             parent=self._q(parent), timeout=timeout, wait=wait)
 
     def stop(self, name: str) -> None:
         super().stop(self._q(name))
@@ -466,9 +610,8 @@ class AttachedRuntime(Runtime):
 
     # -- what comes in ------------------------------------------------------------------------------------------
     def _route(self, op: Op) -> None:
-        ns = self.ns
         if op.sender:
-            op.sender = strip(ns, op.sender)
+            op.sender = self._strip(op.sender)
         if op.target == HOST_CONTROL:
             if op.type == HOST_DOWN:
                 self._remote_down(op.payload or {})
@@ -477,7 +620,7 @@ class AttachedRuntime(Runtime):
                 self._plumbing.supervisor.down_hosts.discard((op.payload or {}).get("host"))
                 return
         elif op.type == "CHILD_EXITED" and isinstance(op.payload, dict):
-            op.payload["name"] = strip(ns, op.payload.get("name"))
+            op.payload["name"] = self._strip(op.payload.get("name"))
         super()._route(op)
 
     def _remote_down(self, payload: dict) -> None:
@@ -497,7 +640,7 @@ class AttachedRuntime(Runtime):
                 if self._plumbing.outbox is not None:
                     for host in self.host_keys:
                         self._plumbing.outbox.reset(host)
-        notice = {"host": key, "names": [strip(self.ns, n) for n in names],
+        notice = {"host": key, "names": [self._strip(n) for n in names],
                   "restarts": int(payload.get("restarts") or 1), "exitcode": payload.get("exitcode")}
         for queue in list(self._plumbing.monitors):
             queue.enqueue(Op(ACTORS_DOWN, dict(notice), target=APP, qid=queue.qid))
@@ -533,6 +676,22 @@ class AttachedRuntime(Runtime):
             raise ActorError(ErrorCode.DEAD_ACTOR, f"the shared runtime at {self.directory} stopped; create the "
                                                    "client again once it runs")
         return super()._route_key(name)
+
+
+def runtime_status(directory: str, timeout: float = CTL_TIMEOUT_S) -> dict:
+    """The running shared runtime's state: attached apps (namespace → pid), hosts and their pids, and its groups
+    (namespace → members, actors, whether it is retired). ActorError(TERMINATED) if none runs there."""
+    directory = os.path.abspath(directory)
+    read_runtime_info(directory)
+    context = zmq.Context()
+    try:
+        control = RemoteControl(context, directory)
+        try:
+            return control.call({"op": "status"}, timeout)
+        finally:
+            control.close()
+    finally:
+        context.term()
 
 
 def attach(directory: str, timeout: float = CTL_TIMEOUT_S) -> AttachedRuntime:

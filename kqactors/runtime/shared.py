@@ -95,6 +95,9 @@ class SharedSupervisor(Supervisor):
         super().__init__(channel, host_keys, restart_delay, on_restarted=self._host_up, on_down=self._host_down)
         self._app_on_down = on_down
         self.namespaces: set[str] = set()
+        #: member namespace -> its group's namespace (kept by the server): a member hears of its group's actors'
+        #: deaths directly, on the same socket as of the restart (HOST_UP), so it never sees them out of order
+        self.member_group: dict[str, str] = {}
 
     def host_of(self, name: str) -> str | None:
         if is_ns_app(name):
@@ -105,7 +108,8 @@ class SharedSupervisor(Supervisor):
         if self._app_on_down is not None:
             self._app_on_down(key, names, restarts, exitcode)
         for ns in list(self.namespaces):
-            mine = [n for n in names if namespace_of(n) == ns]
+            group = self.member_group.get(ns)
+            mine = [n for n in names if namespace_of(n) in (ns, group)]
             if mine:
                 self.channel.send(app_name(ns), [Op(HOST_DOWN, {"names": mine, "host": key, "restarts": restarts,
                                                                 "exitcode": exitcode}, target=HOST_CONTROL)])
@@ -234,6 +238,7 @@ class RuntimeServer:
                     group = self.groups.get(str(key)) or self._new_group(str(key))
                     group.members.add(ns)
                     self.member_group[ns] = group
+                    rt._plumbing.supervisor.member_group[ns] = group.ns
                     reply["group"] = group.ns
                 log.info("attached pid %s as %s%s", request["pid"], ns, f" in {reply['group']}" if key else "")
                 return reply
@@ -280,6 +285,7 @@ class RuntimeServer:
         stopped = self.rt._plumbing.supervisor.drop_namespace(ns)
         log.info("%s detached (%s): %d actors stopped", ns, why, stopped)
         group = self.member_group.pop(ns, None)
+        self.rt._plumbing.supervisor.member_group.pop(ns, None)
         if group is not None:
             self._leave_group(group, ns)
         p = self.rt._plumbing
@@ -299,7 +305,6 @@ class RuntimeServer:
         self._relays[group.relay.socket] = group
         if self._poller is not None:
             self._poller.register(group.relay.socket, zmq.POLLIN)
-        rt._plumbing.supervisor.namespaces.add(ns)  # its actors' host deaths and restarts reach the relay
         log.info("shared group %s created", ns)
         return group
 

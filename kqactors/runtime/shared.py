@@ -566,6 +566,8 @@ class AttachedRuntime(Runtime):
             raise
         self._qualified: dict[str, str] = {}
         self.lost = False
+        #: called (on the watcher thread) once the server is gone, after the monitors were told
+        self.on_lost: Callable[[], Any] | None = None
         self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
         self._watcher.start()
         self.attach_seconds = time.perf_counter() - started
@@ -673,6 +675,11 @@ class AttachedRuntime(Runtime):
         self.lost = True
         log.error("the shared runtime at %s (pid %d) stopped", self.directory, self.server_pid)
         self._remote_down({"host": "*", "names": list(p.supervisor.specs), "restarts": 1, "exitcode": None})
+        if self.on_lost is not None:
+            try:
+                self.on_lost()
+            except Exception:  # noqa: BLE001 - the watcher must finish waking the waiters
+                log.exception("the shared runtime's loss handler failed")
         with self._cond:
             self._cond.notify_all()
 

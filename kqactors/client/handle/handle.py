@@ -155,8 +155,17 @@ class ClientHandle:
         except BaseException:
             rt.close()
             raise
+        if isinstance(rt, AttachedRuntime):
+            rt.on_lost = lambda: self._runtime_lost(rt)
         self.rt = rt
         return rt
+
+    def _runtime_lost(self, rt: AttachedRuntime) -> None:
+        """The shared runtime stopped under this client: its actors are gone for good. A fatal _TRANSPORT error
+        (error_cb from the next poll(); produce() raises from then on) says so; recovering is creating the
+        client again once a runtime runs (on the runtime's watcher thread: only enqueues)."""
+        reason = f"the shared runtime at {self.runtime_dir} stopped: create the client again once it runs"
+        rt.events.enqueue(Op(ops.ERR, ops.err_payload(KafkaError._TRANSPORT, reason, fatal=True)))
 
     def _spawn_client_actors(self, rt: Runtime, main_factory: str) -> None:
         """This client's actors on host 0, own runtime or attached: the OAUTHBEARER token source first (oauth_cb

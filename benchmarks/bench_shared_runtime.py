@@ -8,7 +8,8 @@
 Per way: wall time (launching the processes until the last one is done: interpreter start, import, produce,
 flush), client start-up (the Producer constructor; attaching, for ``shared``), total RSS (every client process
 and its host processes, plus the shared runtime's processes, sampled as each client finished flushing) and the
-most broker connections open at once (client-side TCP sockets to the brokers' ports, from /proc/net/tcp*).
+most broker connections open at once (client-side TCP sockets to the brokers' ports, from /proc/net/tcp*); also
+the slowest client's produce+flush time and the CPU seconds used (clients, their hosts and the runtime).
 ``--repeat`` runs everything that often (ways interleaved) and reports each figure's median.
 
 Usage: PYTHONPATH=. python benchmarks/bench_shared_runtime.py [--clients 6] [--count 50000] [--hosts 1]
@@ -54,8 +55,16 @@ def tree(pid):
         for kid in kids:
             out += tree(int(kid))
     return out
-total = sum(rss(pid) for pid in tree(os.getpid()))
-print(json.dumps({"start_s": start, "left": left, "rss_kib": total}), flush=True)
+def cpu(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return 0.0
+pids = tree(os.getpid())
+total = sum(rss(pid) for pid in pids)
+print(json.dumps({"start_s": start, "left": left, "rss_kib": total, "cpu_s": sum(cpu(pid) for pid in pids),
+                  "work_s": time.perf_counter() - t - start}), flush=True)
 """
 KQ_CLIENT = """
 import json, os, sys, time
@@ -84,6 +93,15 @@ def _rss_kib(pid: int) -> int:
             return int(f.read().split("VmRSS:")[1].split()[0])
     except (OSError, IndexError):
         return 0
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return 0.0
 
 
 def _connections(ports: set[int]) -> int:
@@ -123,6 +141,7 @@ def _run_clients(script: str, args: list[list[str]], env: dict, ports: set[int])
 def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env: dict, ports: set[int]) -> dict:
     topic = f"bench-{way}-{run}"
     runtime_rss = 0
+    runtime_cpu = 0.0
     server = None
     with tempfile.TemporaryDirectory() as tmp:
         directory = ""
@@ -142,6 +161,7 @@ def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env:
                 children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
                                           text=True).stdout.split()
                 runtime_rss = _rss_kib(server.pid) + sum(_rss_kib(int(pid)) for pid in children)
+                runtime_cpu = _cpu_s(server.pid) + sum(_cpu_s(int(pid)) for pid in children)
         finally:
             if server is not None:
                 server.send_signal(signal.SIGTERM)
@@ -151,6 +171,8 @@ def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env:
             "rss_mib_total": (runtime_rss + sum(o["rss_kib"] for o in outs)) / 1024,
             "rss_mib_runtime": runtime_rss / 1024, "rss_mib_client_median": statistics.median(
                 o["rss_kib"] for o in outs) / 1024,
+            "produce_flush_s_max": max(o["work_s"] for o in outs),
+            "cpu_s_total": runtime_cpu + sum(o["cpu_s"] for o in outs), "cpu_s_runtime": runtime_cpu,
             "connections_peak": peak, "left": sum(o["left"] for o in outs)}
 
 

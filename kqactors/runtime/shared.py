@@ -57,9 +57,12 @@ RUN_SUBDIR = "rt"
 HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
 CTL_TIMEOUT_S = 10.0
 PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
-# Modules the server's hosts import at start, so a client's first spawns cost no import.
-DEFAULT_PRELOAD = ("kqactors.actors.main", "kqactors.actors.toppar", "kqactors.actors.broker.actor",
-                   "kqactors.actors.log")
+# Modules the server's hosts import at start, so a client's first spawns cost no import: the main host runs
+# mains and broker connections, the toppar hosts the toppars (a host imports only its own: the broker
+# connection's modules cost a toppar host ~9 MiB it never uses). With no toppar host, host 0 imports both.
+MAIN_HOST_PRELOAD = ("kqactors.actors.main", "kqactors.actors.broker.actor", "kqactors.actors.log")
+TOPPAR_HOST_PRELOAD = ("kqactors.actors.toppar", "kqactors.actors.shared_toppar", "kqactors.actors.log")
+DEFAULT_PRELOAD = MAIN_HOST_PRELOAD + TOPPAR_HOST_PRELOAD[:2]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -150,12 +153,12 @@ class RuntimeServer:
     """``kqactors runtime --dir DIR``: the shared runtime's process. ``hosts`` toppar hosts besides main's."""
 
     def __init__(self, directory: str, hosts: int = 1, group: str | None = None, log_level: str = "WARNING",
-                 preload: Iterable[str] = DEFAULT_PRELOAD) -> None:
+                 preload: Iterable[str] | None = None) -> None:
         self.directory = os.path.abspath(directory)
         self.hosts = int(hosts)
         self.group = group
         self.log_level = log_level
-        self.preload = list(preload)
+        self.preload = None if preload is None else list(preload)  # None: MAIN_/TOPPAR_HOST_PRELOAD
         self.rt: SharedRuntime | None = None
         self.clients: dict[str, int] = {}  # namespace -> pid of the attached app
         self.groups: dict[str, _Group] = {}  # group key -> group
@@ -190,8 +193,14 @@ class RuntimeServer:
         os.makedirs(run_dir, exist_ok=True)
         os.chmod(run_dir, mode)
         self.rt = SharedRuntime(hosts=self.hosts + 1, run_dir=run_dir, log_level=self.log_level)
-        if self.preload:
-            self.rt.preload(self.preload, range(self.hosts + 1))
+        if self.preload is not None:
+            if self.preload:
+                self.rt.preload(self.preload, range(self.hosts + 1))
+        elif self.hosts:
+            self.rt.preload(MAIN_HOST_PRELOAD, [0])
+            self.rt.preload(TOPPAR_HOST_PRELOAD, range(1, self.hosts + 1))
+        else:
+            self.rt.preload(DEFAULT_PRELOAD, [0])
         self._context = zmq.Context()
         self._ctl = self._context.socket(zmq.REP)
         self._ctl.setsockopt(zmq.LINGER, 0)

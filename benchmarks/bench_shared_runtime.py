@@ -6,7 +6,8 @@
 - ``confluent``: every process a confluent_kafka Producer.
 
 Per way: wall time (launching the processes until the last one is done: interpreter start, import, produce,
-flush), client start-up (the Producer constructor; attaching, for ``shared``), total RSS (every client process
+flush), client start-up (the Producer constructor, the first in a fresh process; attaching, for ``shared``, whose
+``warm_start_ms`` is the median constructor once a process has made one: the attach itself), total RSS (every client process
 and its host processes, plus the shared runtime's processes, sampled as each client finished flushing) and the
 most broker connections open at once (client-side TCP sockets to the brokers' ports, from /proc/net/tcp*); also
 the slowest client's produce+flush time and the CPU seconds used (clients, their hosts and the runtime).
@@ -78,6 +79,19 @@ else:
 p = Producer(conf)
 start = time.perf_counter() - t
 """ + _LOOP + "p.close()\n"
+WARM_STARTUP = """
+import json, statistics, sys, time
+from kqactors import Producer
+conf = {"bootstrap.servers": sys.argv[1], "kqactors.runtime.dir": sys.argv[2], "linger.ms": 5}
+Producer(conf).close()  # the first one pays the lazy imports (the cold figure is the clients' start-up)
+times = []
+for _ in range(15):
+    t = time.perf_counter()
+    p = Producer(conf)
+    times.append(time.perf_counter() - t)
+    p.close()
+print(json.dumps({"warm_start_ms": statistics.median(times) * 1000}))
+"""
 CK_CLIENT = """
 import json, os, sys, time
 from confluent_kafka import Producer
@@ -157,16 +171,20 @@ def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env:
                        for _ in range(args.clients)]
         try:
             wall, outs, peak = _run_clients(script, client_args, env, ports)
+            warm = None
             if server is not None:
                 children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
                                           text=True).stdout.split()
                 runtime_rss = _rss_kib(server.pid) + sum(_rss_kib(int(pid)) for pid in children)
                 runtime_cpu = _cpu_s(server.pid) + sum(_cpu_s(int(pid)) for pid in children)
+                done = subprocess.run([sys.executable, "-c", WARM_STARTUP, cluster.bootstrap, directory], env=env,
+                                      capture_output=True, text=True, timeout=120)
+                warm = json.loads(done.stdout.strip().splitlines()[-1])["warm_start_ms"]
         finally:
             if server is not None:
                 server.send_signal(signal.SIGTERM)
                 server.wait(15)
-    return {"wall_s": wall, "start_ms_max": max(o["start_s"] for o in outs) * 1000,
+    result = {"wall_s": wall, "start_ms_max": max(o["start_s"] for o in outs) * 1000,
             "start_ms_median": statistics.median(o["start_s"] for o in outs) * 1000,
             "rss_mib_total": (runtime_rss + sum(o["rss_kib"] for o in outs)) / 1024,
             "rss_mib_runtime": runtime_rss / 1024, "rss_mib_client_median": statistics.median(
@@ -174,6 +192,9 @@ def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env:
             "produce_flush_s_max": max(o["work_s"] for o in outs),
             "cpu_s_total": runtime_cpu + sum(o["cpu_s"] for o in outs), "cpu_s_runtime": runtime_cpu,
             "connections_peak": peak, "left": sum(o["left"] for o in outs)}
+    if warm is not None:
+        result["warm_start_ms"] = warm
+    return result
 
 
 def main() -> int:

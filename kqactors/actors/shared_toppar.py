@@ -162,6 +162,12 @@ class SharedTopparActor(TopparActor):
         self.ranges = MemberRanges()
         self.left: dict[str, None] = {}
 
+    def on_stop(self) -> None:
+        # Stopped only with its group, once every member left: what is left is reported to nobody.
+        for entry in self.ranges.entries:
+            entry[2] = None
+        super().on_stop()
+
     @on(pops.PRODUCE)
     def _on_produce(self, op: Op) -> None:
         member = op.sender

@@ -42,7 +42,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from .host import HOST_DOWN
+from .host import FORGET_ENDPOINT, HOST_DOWN
 from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
@@ -301,6 +301,9 @@ class RuntimeServer:
         with p.send_lock:
             if p.outbox is not None:
                 p.outbox.reset(app_name(ns))
+        # the hosts drop their sockets to its inbox too (each would retry connecting to the gone path for ever)
+        with contextlib.suppress(ActorError, zmq.ZMQError):
+            p.supervisor._broadcast(Op(FORGET_ENDPOINT, {"key": app_name(ns)}, target=HOST_CONTROL))
         with contextlib.suppress(OSError):
             os.unlink(endpoint(self.rt.run_dir or "", app_name(ns))[len("ipc://"):])
 

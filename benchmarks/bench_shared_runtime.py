@@ -8,7 +8,8 @@
 Per way: wall time (launching the processes until the last one is done: interpreter start, import, produce,
 flush), client start-up (the Producer constructor, the first in a fresh process; attaching, for ``shared``, whose
 ``warm_start_ms`` is the median constructor once a process has made one: the attach itself), total RSS (every client process
-and its host processes, plus the shared runtime's processes, sampled as each client finished flushing) and the
+and its host processes, plus the shared runtime's processes, sampled as each client finished flushing; also as
+PSS, which divides the pages processes share, e.g. the interpreter's and libraries', among them) and the
 most broker connections open at once (client-side TCP sockets to the brokers' ports, from /proc/net/tcp*); also
 the slowest client's produce+flush time and the CPU seconds used (clients, their hosts and the runtime).
 ``--repeat`` runs everything that often (ways interleaved) and reports each figure's median.
@@ -46,6 +47,11 @@ def rss(pid):
         return int(open(f"/proc/{pid}/status").read().split("VmRSS:")[1].split()[0])
     except (OSError, IndexError):
         return 0
+def pss(pid):
+    try:
+        return int(open(f"/proc/{pid}/smaps_rollup").read().split("Pss:")[1].split()[0])
+    except (OSError, IndexError):
+        return 0
 def tree(pid):
     out = [pid]
     for task in os.listdir(f"/proc/{pid}/task"):
@@ -64,7 +70,8 @@ def cpu(pid):
         return 0.0
 pids = tree(os.getpid())
 total = sum(rss(pid) for pid in pids)
-print(json.dumps({"start_s": start, "left": left, "rss_kib": total, "cpu_s": sum(cpu(pid) for pid in pids),
+print(json.dumps({"start_s": start, "left": left, "rss_kib": total, "pss_kib": sum(pss(pid) for pid in pids),
+                  "cpu_s": sum(cpu(pid) for pid in pids),
                   "work_s": time.perf_counter() - t - start}), flush=True)
 """
 KQ_CLIENT = """
@@ -105,6 +112,14 @@ def _rss_kib(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
             return int(f.read().split("VmRSS:")[1].split()[0])
+    except (OSError, IndexError):
+        return 0
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return int(f.read().split("Pss:")[1].split()[0])
     except (OSError, IndexError):
         return 0
 
@@ -155,6 +170,7 @@ def _run_clients(script: str, args: list[list[str]], env: dict, ports: set[int])
 def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env: dict, ports: set[int]) -> dict:
     topic = f"bench-{way}-{run}"
     runtime_rss = 0
+    runtime_pss = 0
     runtime_cpu = 0.0
     server = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,6 +192,7 @@ def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env:
                 children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
                                           text=True).stdout.split()
                 runtime_rss = _rss_kib(server.pid) + sum(_rss_kib(int(pid)) for pid in children)
+                runtime_pss = _pss_kib(server.pid) + sum(_pss_kib(int(pid)) for pid in children)
                 runtime_cpu = _cpu_s(server.pid) + sum(_cpu_s(int(pid)) for pid in children)
                 done = subprocess.run([sys.executable, "-c", WARM_STARTUP, cluster.bootstrap, directory], env=env,
                                       capture_output=True, text=True, timeout=120)
@@ -187,6 +204,7 @@ def _one_way(way: str, cluster: object, args: argparse.Namespace, run: int, env:
     result = {"wall_s": wall, "start_ms_max": max(o["start_s"] for o in outs) * 1000,
             "start_ms_median": statistics.median(o["start_s"] for o in outs) * 1000,
             "rss_mib_total": (runtime_rss + sum(o["rss_kib"] for o in outs)) / 1024,
+            "pss_mib_total": (runtime_pss + sum(o["pss_kib"] for o in outs)) / 1024,
             "rss_mib_runtime": runtime_rss / 1024, "rss_mib_client_median": statistics.median(
                 o["rss_kib"] for o in outs) / 1024,
             "produce_flush_s_max": max(o["work_s"] for o in outs),

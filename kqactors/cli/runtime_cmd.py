@@ -26,6 +26,9 @@ def add_parser(subparsers: Any) -> None:
     cmd.add_argument("--hosts", type=int, default=max(1, (os.cpu_count() or 1) - 1),
                      help="toppar host processes besides the main host (default: cores - 1; 0 = main only)")
     cmd.add_argument("--group", default=None, help="also let this group's members attach (directory 0770)")
+    cmd.add_argument("--group-linger", type=float, default=0.0, metavar="SECONDS",
+                     help="keep a shared producer group (its broker connections, toppars) this long after its "
+                          "last client left, for the next one (default 0: stop it at once)")
     cmd.add_argument("--log-level", default="WARNING", help="the hosts' Python log level (default WARNING)")
     cmd.add_argument("--status", action="store_true",
                      help="print the running runtime's state as JSON (attached clients, hosts, shared groups) "
@@ -47,7 +50,11 @@ def run(options: argparse.Namespace) -> int:
 
     logging.basicConfig(level=options.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = RuntimeServer(options.dir, hosts=options.hosts, group=options.group, log_level=options.log_level)
+    if options.group_linger < 0:
+        print("kqactors runtime: --group-linger must be >= 0", file=sys.stderr)
+        return 2
+    server = RuntimeServer(options.dir, hosts=options.hosts, group=options.group, log_level=options.log_level,
+                           group_linger=options.group_linger)
     try:
         print(f"kqactors runtime: serving {os.path.abspath(options.dir)} (pid {os.getpid()}, "
               f"{options.hosts} toppar hosts)", file=sys.stderr, flush=True)

@@ -147,18 +147,23 @@ class _Group:
         self.members: set[str] = set()
         self.listeners: set[str] = set()
         self.relayed = 0
+        self.empty_since: float | None = None  # monotonic time its last member left (``group_linger``)
 
 
 class RuntimeServer:
     """``kqactors runtime --dir DIR``: the shared runtime's process. ``hosts`` toppar hosts besides main's."""
 
     def __init__(self, directory: str, hosts: int = 1, group: str | None = None, log_level: str = "WARNING",
-                 preload: Iterable[str] | None = None) -> None:
+                 preload: Iterable[str] | None = None, group_linger: float = 0.0) -> None:
         self.directory = os.path.abspath(directory)
         self.hosts = int(hosts)
         self.group = group
         self.log_level = log_level
         self.preload = None if preload is None else list(preload)  # None: MAIN_/TOPPAR_HOST_PRELOAD
+        if group_linger < 0:
+            raise ValueError("group_linger must be >= 0")
+        #: seconds a shared group outlives its last member (its connections stay up for the next client)
+        self.group_linger = float(group_linger)
         self.rt: SharedRuntime | None = None
         self.clients: dict[str, int] = {}  # namespace -> pid of the attached app
         self.groups: dict[str, _Group] = {}  # group key -> group
@@ -231,6 +236,9 @@ class RuntimeServer:
                 for ns, pid in list(self.clients.items()):
                     if not _pid_alive(pid):
                         self._detach(ns, f"its app (pid {pid}) died")
+                for group in list(self._relays.values()):
+                    if group.empty_since is not None and now - group.empty_since >= self.group_linger:
+                        self._stop_group(group)
 
     def _serve(self, request: dict) -> dict:
         rt = self.rt
@@ -246,6 +254,7 @@ class RuntimeServer:
                 if key:
                     group = self.groups.get(str(key)) or self._new_group(str(key))
                     group.members.add(ns)
+                    group.empty_since = None
                     self.member_group[ns] = group
                     rt._plumbing.supervisor.member_group[ns] = group.ns
                     reply["group"] = group.ns
@@ -340,11 +349,18 @@ class RuntimeServer:
         group.members.discard(ns)
         rt = self.rt
         assert rt is not None
-        if group.members:
+        if group.members or (self.group_linger > 0 and self.groups.get(group.key) is group):
             for name in list(group.listeners):
                 with contextlib.suppress(ActorError):
                     rt.send(name, Op(MEMBER_LEFT, {"member": app_name(ns)}))
+            if not group.members:
+                group.empty_since = time.monotonic()  # kept for the next client: see serve_forever
             return
+        self._stop_group(group)
+
+    def _stop_group(self, group: _Group) -> None:
+        rt = self.rt
+        assert rt is not None
         stopped = rt._plumbing.supervisor.drop_namespace(group.ns)
         if self.groups.get(group.key) is group:
             del self.groups[group.key]
@@ -354,7 +370,7 @@ class RuntimeServer:
         group.relay.close()
         with contextlib.suppress(OSError):
             os.unlink(endpoint(rt.run_dir or "", app_name(group.ns))[len("ipc://"):])
-        log.info("shared group %s stopped with its last member: %d actors stopped", group.ns, stopped)
+        log.info("shared group %s stopped: %d actors stopped", group.ns, stopped)
 
     def _relay(self, group: _Group) -> None:
         """What the group's actors sent to "app" (errors, logs, statistics, topic partition counts, children

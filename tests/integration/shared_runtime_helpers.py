@@ -13,10 +13,10 @@ from kqactors.runtime.shared import runtime_status
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def start_runtime(directory: str, hosts: int = 1) -> subprocess.Popen:
+def start_runtime(directory: str, hosts: int = 1, *options: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", directory,
-                             "--hosts", str(hosts)], env=env)
+                             "--hosts", str(hosts), *options], env=env)
     deadline = time.monotonic() + 30
     while not os.path.exists(os.path.join(directory, "runtime.json")):
         assert proc.poll() is None, "the runtime exited at start"

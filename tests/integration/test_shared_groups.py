@@ -6,6 +6,7 @@ own and work beside them."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -107,17 +108,19 @@ def test_a_member_crash_in_flight_costs_the_others_nothing(mock_cluster, unique_
 def test_a_fatal_error_reaches_every_member_and_the_next_client_starts_afresh(mock_cluster_factory,
                                                                               unique_topic, runtime_dir) -> None:
     cluster = mock_cluster_factory(num_brokers=1)
-    # InitProducerId is refused for good (pushed more than once: a request the retiring bootstrap connection
-    # takes along may use one up). Nothing is sent before both members are attached.
-    cluster.push_request_errors(22, [KafkaError.CLUSTER_AUTHORIZATION_FAILED] * 3)
     errors: dict[str, list] = {"a": [], "b": []}
     conf = {"bootstrap.servers": cluster.bootstrap, "kqactors.runtime.dir": runtime_dir,
-            "enable.idempotence": True}
+            "enable.idempotence": True, "enable.gapless.guarantee": True}
     a = Producer({**conf, "error_cb": errors["a"].append})
     b = Producer({**conf, "error_cb": errors["b"].append})
     try:
         assert len(groups(runtime_dir)) == 1
-        a.produce(unique_topic, b"x")  # the group's main asks for a producer id
+        for p in (a, b):
+            p.produce(unique_topic, b"ok", partition=0)
+            assert p.flush(30) == 0
+        # A batch refused for good breaks the gap-less guarantee: a fatal error of the group's producer id.
+        cluster.push_request_errors(0, [KafkaError.TOPIC_AUTHORIZATION_FAILED])
+        a.produce(unique_topic, b"refused", partition=0)
 
         def both_fatal() -> bool:
             a.poll(0.05)
@@ -129,7 +132,7 @@ def test_a_fatal_error_reaches_every_member_and_the_next_client_starts_afresh(mo
             with pytest.raises(KafkaException) as raised:
                 p.produce(unique_topic, b"x")
             assert raised.value.args[0].code() == KafkaError._FATAL
-        cluster.clear_request_errors(22)
+        cluster.clear_request_errors(0)
         fresh = Producer(conf)  # same settings: a new group, with a producer id of its own
         try:
             state = groups(runtime_dir)
@@ -201,10 +204,36 @@ def test_a_consumer_and_an_admin_client_attach_and_work_beside_a_group(mock_clus
 
         wait_until(read_all, 30, "the consumer reads what the producer wrote")
         assert sorted(seen) == sorted(b"m%d" % i for i in range(50))
-        status = runtime_status(runtime_dir)
+        shown = subprocess.run([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", runtime_dir, "--status"],
+                               env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=60)
+        status = json.loads(shown.stdout)
         assert len(status["clients"]) == 3
         assert [len(g["members"]) for g in status["groups"].values()] == [1]  # only the producer is in a group
     finally:
         consumer.close()
         producer.close()
         admin.close() if hasattr(admin, "close") else None
+
+
+def test_a_lingering_group_serves_the_next_client_then_stops(mock_cluster, unique_topic, tmp_path) -> None:
+    directory = str(tmp_path / "rt")
+    server = start_runtime(directory, 1, "--group-linger", "2")
+    conf = {"bootstrap.servers": mock_cluster.bootstrap, "kqactors.runtime.dir": directory}
+    try:
+        first = Producer(conf)
+        first.produce(unique_topic, b"1")
+        assert first.flush(30) == 0
+        first.close()
+        kept = groups(directory)
+        assert [g["members"] for g in kept.values()] == [[]]  # no member, still up
+        second = Producer(conf)  # joins the kept group: its connections are up already
+        try:
+            assert list(groups(directory)) == list(kept)
+            delivered: list = []
+            second.produce(unique_topic, b"2", on_delivery=lambda err, msg: delivered.append(err))
+            assert second.flush(30) == 0 and delivered == [None]
+        finally:
+            second.close()
+        wait_until(lambda: groups(directory) == {}, 20, "the group stops once it lingered 2 s unused")
+    finally:
+        stop_runtime(server)

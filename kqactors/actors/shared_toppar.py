@@ -9,7 +9,7 @@ split back into the members' msgids and sent to each member's inbox. PURGE purge
 (queued ones are taken out of the queue, in-flight ones reported now and their late results dropped).
 MEMBER_LEFT (from the runtime's server: a member detached or died) drops that member's queued messages and
 sends its later reports to nobody. A member's sequence notes are not kept: its messages share batches, so a
-restart after a host's death bumps the epoch (no exact resend, see docs/reliability.md).
+restart after a host's death bumps the epoch (no exact resend, see docs/runtime.md "Shared runtime").
 """
 
 from __future__ import annotations

@@ -237,3 +237,28 @@ def test_a_lingering_group_serves_the_next_client_then_stops(mock_cluster, uniqu
         wait_until(lambda: groups(directory) == {}, 20, "the group stops once it lingered 2 s unused")
     finally:
         stop_runtime(server)
+
+
+def test_every_member_gets_the_groups_statistics(mock_cluster, unique_topic, runtime_dir) -> None:
+    stats: dict[str, list] = {"a": [], "b": []}
+    conf = {"bootstrap.servers": mock_cluster.bootstrap, "kqactors.runtime.dir": runtime_dir,
+            "statistics.interval.ms": 100}
+    a = Producer({**conf, "stats_cb": stats["a"].append})
+    b = Producer({**conf, "stats_cb": stats["b"].append})
+    try:
+        assert len(groups(runtime_dir)) == 1  # the same statistics interval: one group
+        a.produce(unique_topic, b"x", partition=0)
+        b.produce(unique_topic, b"y", partition=0)
+        assert a.flush(30) == 0 and b.flush(30) == 0
+
+        def both_saw_the_partition() -> bool:
+            a.poll(0.05)
+            b.poll(0.05)
+            return all(any(unique_topic in json.loads(s).get("topics", {}) for s in got) for got in stats.values())
+
+        wait_until(both_saw_the_partition, 30, "both members' stats_cb get the group's statistics")
+        last_a, last_b = json.loads(stats["a"][-1]), json.loads(stats["b"][-1])
+        assert last_a["name"] != last_b["name"]  # each member names itself
+    finally:
+        a.close()
+        b.close()

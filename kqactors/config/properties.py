@@ -186,7 +186,8 @@ _TABLE: tuple[Property, ...] = (
            "the lowest latency and CPU at modest rates, with encode/decode on one core"),
     _p("kqactors.runtime.dir", STRING, "*", "",
        doc="Attach to the shared runtime run by `kqactors runtime --dir DIR` instead of starting this client's "
-           "own actor hosts (kqactors.hosts is then the runtime's)"),
+           "own actor hosts (kqactors.hosts is then the runtime's); producers with the same settings share its "
+           "broker connections and toppars (docs/runtime.md)"),
 )
 
 PROPERTIES: dict[str, Property] = {prop.name: prop for prop in _TABLE}

@@ -44,6 +44,9 @@ READY = "READY"
 PRELOAD = "PRELOAD"  # import modules now, so actors spawned later start without the import
 ACTOR_SPAWNED = "ACTOR_SPAWNED"  # host -> app: an actor spawned a child here
 ACTOR_STOPPED = "ACTOR_STOPPED"  # host -> app: an actor stopped a local actor
+# supervisor -> hosts: drop the socket to an endpoint whose process is gone for good (an app that detached from a
+# shared runtime); a PUSH socket to a missing ipc path would retry its connection every few ms for ever
+FORGET_ENDPOINT = "FORGET_ENDPOINT"
 
 # Endpoint keys of the two app-side sockets.
 APP_KEY = "app"
@@ -103,6 +106,7 @@ class HostCore:
         self.terminated = False
         self.fds: dict[int, tuple[str, Callable | None, Callable | None]] = {}
         self.fd_watcher: Callable[[int, bool, bool], None] | None = None  # transport updates its poller
+        self.forget_endpoint: Callable[[str], None] | None = None  # transport drops an endpoint's socket
         self._pending: dict[int, _Pending] = {}
         self._req_ids = itertools.count(1)
         self._ready: deque[ActorSlot] = deque()
@@ -428,6 +432,11 @@ class HostCore:
             self.stop_actor(payload["name"])
         elif op.type == PRELOAD:
             self.preload(payload.get("modules") or ())
+        elif op.type == FORGET_ENDPOINT:
+            key = str(payload.get("key") or "")
+            self._out.pop(key, None)
+            if self.forget_endpoint is not None and is_ns_app(key):
+                self.forget_endpoint(key)
         elif op.type == TERMINATE:
             self.terminate()
         else:

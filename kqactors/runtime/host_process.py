@@ -130,6 +130,7 @@ def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
             poll_items.append((fd, flags))
 
     core.fd_watcher = watch_fd
+    core.forget_endpoint = outbox.reset  # a shared runtime's detached app (FORGET_ENDPOINT)
     outbox.send(SUPERVISOR_KEY, [Op(READY, {"host": key, "pid": os.getpid()}, target=SUPERVISOR)])
     clock = time.monotonic
     next_parent_check = clock() + PARENT_CHECK_INTERVAL

@@ -5,6 +5,12 @@ sees plain names: its ``ctx.name`` is unprefixed, every name it sends to, reques
 qualified with its prefix (``app`` becomes its namespace's app), and the ``sender`` of the ops it receives
 is stripped of the prefix. So actor code is the same whether it runs in a private or a shared runtime, and
 two clients' ``main`` never meet.
+
+A shared *group* (shared.py) is a namespace ``_nsg<K>`` whose actors serve several attached apps (its
+members) at once: each member keeps its own namespace for its inbox (``_ns<N>/app``), and the group's actors
+address a member by that full name, which ``qualify`` leaves alone (a name in another namespace is never
+prefixed again). The group's own ``app`` (``_nsg<K>/app``) is a relay in the runtime's server that hands what
+the group's actors send "to the app" (errors, logs, statistics, restarts) to every member.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ from .actor import ActorContext
 from .op import APP, Op
 
 NS_MARK = "_ns"
+GROUP_MARK = "_nsg"
+MEMBER_LEFT = "MEMBER_LEFT"
+"""server -> a group's member-aware actors: payload {"member": "<_ns<N>/app>"}, that member detached or died."""
 
 
 def is_namespaced(name: str) -> bool:
@@ -39,10 +48,17 @@ def is_ns_app(name: str) -> bool:
     return name.startswith(NS_MARK) and name.endswith("/" + APP) and name.count("/") == 1
 
 
+def is_group(ns: str | None) -> bool:
+    """A shared group's namespace (``_nsg<K>``), as opposed to one attached app's (``_ns<N>``)."""
+    return bool(ns) and ns.startswith(GROUP_MARK)
+
+
 def qualify(ns: str, name: str) -> str:
+    """``name`` in namespace ``ns``; a name already in a namespace (this one or another: a group's actor
+    addressing a member's app) is left as it is."""
     if name == APP:
         return f"{ns}/{APP}"
-    if name.startswith(ns) and name[len(ns):len(ns) + 1] == "/":
+    if name.startswith(NS_MARK) and "/" in name:
         return name
     return f"{ns}/{name}"
 

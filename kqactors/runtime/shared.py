@@ -11,6 +11,17 @@ runtime's app does. The server watches each attached app's pid: when one dies, i
 nobody else notices. An attached app watches the server's pid: when the server dies, pending requests fail
 with DEAD_ACTOR, the monitors get ACTORS_DOWN for every actor and sends raise DEAD_ACTOR (no hang); a new
 client attaches once a runtime runs again.
+
+Shared groups: an app that attaches with a group key (the client handle's fingerprint of the settings that
+shape its actors' work, see kqactors/client/handle/sharing.py) joins the group of that key, a namespace
+``_nsg<K>`` created by the first such app and stopped when its last member leaves. The members' actor names
+(``main``, ``toppar/t/0``, the brokers) resolve to the group's actors: the first member's spawn creates one, the
+others' find it (the server answers with its host). Each member keeps its own namespace for its inbox, so
+replies and what a member-aware actor addresses to a member (a PRODUCE's sender) reach that member alone; what
+the group's actors send "to the app" reaches every member through the group's relay inbox (``_nsg<K>/app``, read
+by the server). An op relayed with a payload saying ``fatal`` retires the group: its members keep it, the next
+app with that key starts a new one. The members' factories may be swapped for member-aware ones (``factories``); those actors get a
+MEMBER_LEFT op when a member detaches or dies.
 """
 
 from __future__ import annotations
@@ -31,8 +42,8 @@ from typing import Any
 import msgpack
 import zmq
 
-from .host import HOST_DOWN
-from .namespace import app_name, is_ns_app, namespace_of, qualify, strip
+from .host import FORGET_ENDPOINT, HOST_DOWN
+from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
 from .supervisor import Supervisor
@@ -46,9 +57,12 @@ RUN_SUBDIR = "rt"
 HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
 CTL_TIMEOUT_S = 10.0
 PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
-# Modules the server's hosts import at start, so a client's first spawns cost no import.
-DEFAULT_PRELOAD = ("kqactors.actors.main", "kqactors.actors.toppar", "kqactors.actors.broker.actor",
-                   "kqactors.actors.log")
+# Modules the server's hosts import at start, so a client's first spawns cost no import: the main host runs
+# mains and broker connections, the toppar hosts the toppars (a host imports only its own: the broker
+# connection's modules cost a toppar host ~9 MiB it never uses). With no toppar host, host 0 imports both.
+MAIN_HOST_PRELOAD = ("kqactors.actors.main", "kqactors.actors.broker.actor", "kqactors.actors.log")
+TOPPAR_HOST_PRELOAD = ("kqactors.actors.toppar", "kqactors.actors.shared_toppar", "kqactors.actors.log")
+DEFAULT_PRELOAD = MAIN_HOST_PRELOAD + TOPPAR_HOST_PRELOAD[:2]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -84,6 +98,9 @@ class SharedSupervisor(Supervisor):
         super().__init__(channel, host_keys, restart_delay, on_restarted=self._host_up, on_down=self._host_down)
         self._app_on_down = on_down
         self.namespaces: set[str] = set()
+        #: member namespace -> its group's namespace (kept by the server): a member hears of its group's actors'
+        #: deaths directly, on the same socket as of the restart (HOST_UP), so it never sees them out of order
+        self.member_group: dict[str, str] = {}
 
     def host_of(self, name: str) -> str | None:
         if is_ns_app(name):
@@ -94,7 +111,8 @@ class SharedSupervisor(Supervisor):
         if self._app_on_down is not None:
             self._app_on_down(key, names, restarts, exitcode)
         for ns in list(self.namespaces):
-            mine = [n for n in names if namespace_of(n) == ns]
+            group = self.member_group.get(ns)
+            mine = [n for n in names if namespace_of(n) in (ns, group)]
             if mine:
                 self.channel.send(app_name(ns), [Op(HOST_DOWN, {"names": mine, "host": key, "restarts": restarts,
                                                                 "exitcode": exitcode}, target=HOST_CONTROL)])
@@ -118,18 +136,41 @@ class SharedRuntime(Runtime):
     supervisor_factory = SharedSupervisor
 
 
+class _Group:
+    """A shared group: its namespace, its members' namespaces, the actors that want MEMBER_LEFT, and the relay
+    inbox that hands what its actors send to "app" to every member."""
+
+    def __init__(self, key: str, ns: str, relay: ZmqInbox) -> None:
+        self.key = key
+        self.ns = ns
+        self.relay = relay
+        self.members: set[str] = set()
+        self.listeners: set[str] = set()
+        self.relayed = 0
+        self.empty_since: float | None = None  # monotonic time its last member left (``group_linger``)
+
+
 class RuntimeServer:
     """``kqactors runtime --dir DIR``: the shared runtime's process. ``hosts`` toppar hosts besides main's."""
 
     def __init__(self, directory: str, hosts: int = 1, group: str | None = None, log_level: str = "WARNING",
-                 preload: Iterable[str] = DEFAULT_PRELOAD) -> None:
+                 preload: Iterable[str] | None = None, group_linger: float = 0.0) -> None:
         self.directory = os.path.abspath(directory)
         self.hosts = int(hosts)
         self.group = group
         self.log_level = log_level
-        self.preload = list(preload)
+        self.preload = None if preload is None else list(preload)  # None: MAIN_/TOPPAR_HOST_PRELOAD
+        if group_linger < 0:
+            raise ValueError("group_linger must be >= 0")
+        #: seconds a shared group outlives its last member (its connections stay up for the next client)
+        self.group_linger = float(group_linger)
         self.rt: SharedRuntime | None = None
         self.clients: dict[str, int] = {}  # namespace -> pid of the attached app
+        self.groups: dict[str, _Group] = {}  # group key -> group
+        self.member_group: dict[str, _Group] = {}  # member namespace -> its group
+        self._group_numbers = itertools.count(1)
+        self._poller: zmq.Poller | None = None
+        self._relays: dict[Any, _Group] = {}  # relay socket -> group
         self.stopping = threading.Event()
         self._ns_numbers = itertools.count(1)
         self._context: zmq.Context | None = None
@@ -157,8 +198,14 @@ class RuntimeServer:
         os.makedirs(run_dir, exist_ok=True)
         os.chmod(run_dir, mode)
         self.rt = SharedRuntime(hosts=self.hosts + 1, run_dir=run_dir, log_level=self.log_level)
-        if self.preload:
-            self.rt.preload(self.preload, range(self.hosts + 1))
+        if self.preload is not None:
+            if self.preload:
+                self.rt.preload(self.preload, range(self.hosts + 1))
+        elif self.hosts:
+            self.rt.preload(MAIN_HOST_PRELOAD, [0])
+            self.rt.preload(TOPPAR_HOST_PRELOAD, range(1, self.hosts + 1))
+        else:
+            self.rt.preload(DEFAULT_PRELOAD, [0])
         self._context = zmq.Context()
         self._ctl = self._context.socket(zmq.REP)
         self._ctl.setsockopt(zmq.LINGER, 0)
@@ -172,13 +219,16 @@ class RuntimeServer:
     def serve_forever(self) -> None:
         """Serve attach/spawn/stop requests and watch attached apps until ``stopping`` is set (SIGTERM)."""
         assert self.rt is not None and self._ctl is not None
-        poller = zmq.Poller()
+        poller = self._poller = zmq.Poller()
         poller.register(self._ctl, zmq.POLLIN)
         next_check = time.monotonic() + PID_CHECK_S
         while not self.stopping.is_set():
-            if poller.poll(20):
-                request = msgpack.unpackb(self._ctl.recv(), raw=False)
-                self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+            for sock, _ in poller.poll(20):
+                if sock is self._ctl:
+                    request = msgpack.unpackb(self._ctl.recv(), raw=False)
+                    self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+                elif sock in self._relays:
+                    self._relay(self._relays[sock])
             self.rt.poll(0)  # route the hosts' notices (children spawned, host deaths)
             now = time.monotonic()
             if now >= next_check:
@@ -186,6 +236,9 @@ class RuntimeServer:
                 for ns, pid in list(self.clients.items()):
                     if not _pid_alive(pid):
                         self._detach(ns, f"its app (pid {pid}) died")
+                for group in list(self._relays.values()):
+                    if group.empty_since is not None and now - group.empty_since >= self.group_linger:
+                        self._stop_group(group)
 
     def _serve(self, request: dict) -> dict:
         rt = self.rt
@@ -196,14 +249,30 @@ class RuntimeServer:
                 ns = f"_ns{next(self._ns_numbers)}"
                 self.clients[ns] = int(request["pid"])
                 rt._plumbing.supervisor.namespaces.add(ns)
-                log.info("attached pid %s as %s", request["pid"], ns)
-                return {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
+                reply = {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
+                key = request.get("group")
+                if key:
+                    group = self.groups.get(str(key)) or self._new_group(str(key))
+                    group.members.add(ns)
+                    group.empty_since = None
+                    self.member_group[ns] = group
+                    rt._plumbing.supervisor.member_group[ns] = group.ns
+                    reply["group"] = group.ns
+                log.info("attached pid %s as %s%s", request["pid"], ns, f" in {reply['group']}" if key else "")
+                return reply
             if kind == "status":
                 return {"clients": dict(self.clients), "hosts": rt.host_keys,
-                        "pids": {k: rt.host_pid(k) for k in rt.host_keys}}
+                        "pids": {k: rt.host_pid(k) for k in rt.host_keys},
+                        "groups": {g.ns: {"members": sorted(g.members), "retired": self.groups.get(g.key) is not g,
+                                          "actors": sorted(n for n in rt._plumbing.supervisor.specs
+                                                           if namespace_of(n) == g.ns)}
+                                   for g in self._relays.values()}}
             ns = str(request.get("ns"))
             if ns not in self.clients:
                 return {"error": ErrorCode.TERMINATED, "message": f"{ns} is not attached (runtime restarted?)"}
+            group = self.member_group.get(ns)
+            if kind == "spawn" and group is not None and namespace_of(str(request["name"])) == group.ns:
+                return self._spawn_shared(group, request)
             if kind == "spawn":
                 name, parent = str(request["name"]), str(request.get("parent") or app_name(ns))
                 if namespace_of(name) != ns or namespace_of(parent) != ns:
@@ -213,7 +282,7 @@ class RuntimeServer:
                 return {"host": host}
             if kind == "stop":
                 name = str(request["name"])
-                if namespace_of(name) == ns:
+                if namespace_of(name) == ns:  # a group's actors live as long as the group
                     rt.stop(name)
                 return {}
             if kind == "preload":
@@ -233,10 +302,97 @@ class RuntimeServer:
         assert self.rt is not None
         stopped = self.rt._plumbing.supervisor.drop_namespace(ns)
         log.info("%s detached (%s): %d actors stopped", ns, why, stopped)
+        group = self.member_group.pop(ns, None)
+        self.rt._plumbing.supervisor.member_group.pop(ns, None)
+        if group is not None:
+            self._leave_group(group, ns)
+        p = self.rt._plumbing
+        with p.send_lock:
+            if p.outbox is not None:
+                p.outbox.reset(app_name(ns))
+        # the hosts drop their sockets to its inbox too (each would retry connecting to the gone path for ever)
+        with contextlib.suppress(ActorError, zmq.ZMQError):
+            p.supervisor._broadcast(Op(FORGET_ENDPOINT, {"key": app_name(ns)}, target=HOST_CONTROL))
         with contextlib.suppress(OSError):
             os.unlink(endpoint(self.rt.run_dir or "", app_name(ns))[len("ipc://"):])
 
+    # ---- shared groups ---------------------------------------------------------------------------------
+    def _new_group(self, key: str) -> _Group:
+        rt = self.rt
+        assert rt is not None and rt.run_dir is not None and rt._plumbing.context is not None
+        ns = f"{GROUP_MARK}{next(self._group_numbers)}"
+        group = _Group(key, ns, ZmqInbox(rt._plumbing.context, rt.run_dir, app_name(ns)))
+        self.groups[key] = group
+        self._relays[group.relay.socket] = group
+        if self._poller is not None:
+            self._poller.register(group.relay.socket, zmq.POLLIN)
+        log.info("shared group %s created", ns)
+        return group
+
+    def _spawn_shared(self, group: _Group, request: dict) -> dict:
+        """A member's spawn of a group actor: the existing one's host if another member spawned it, else it is
+        spawned with the group's relay as its parent (CHILD_EXITED reaches every member)."""
+        rt = self.rt
+        assert rt is not None
+        name = str(request["name"])
+        if request.get("member_notices"):
+            group.listeners.add(name)
+        spec = rt._plumbing.supervisor.specs.get(name)
+        if spec is not None:
+            return {"host": spec.host, "shared": True}
+        host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
+                        parent=app_name(group.ns), timeout=float(request.get("timeout", 30.0)))
+        return {"host": host}
+
+    def _leave_group(self, group: _Group, ns: str) -> None:
+        """A member detached or died: its member-aware actors forget it; the last one out stops the group."""
+        group.members.discard(ns)
+        rt = self.rt
+        assert rt is not None
+        if group.members or (self.group_linger > 0 and self.groups.get(group.key) is group):
+            for name in list(group.listeners):
+                with contextlib.suppress(ActorError):
+                    rt.send(name, Op(MEMBER_LEFT, {"member": app_name(ns)}))
+            if not group.members:
+                group.empty_since = time.monotonic()  # kept for the next client: see serve_forever
+            return
+        self._stop_group(group)
+
+    def _stop_group(self, group: _Group) -> None:
+        rt = self.rt
+        assert rt is not None
+        stopped = rt._plumbing.supervisor.drop_namespace(group.ns)
+        if self.groups.get(group.key) is group:
+            del self.groups[group.key]
+        self._relays.pop(group.relay.socket, None)
+        if self._poller is not None:
+            self._poller.unregister(group.relay.socket)
+        group.relay.close()
+        with contextlib.suppress(OSError):
+            os.unlink(endpoint(rt.run_dir or "", app_name(group.ns))[len("ipc://"):])
+        log.info("shared group %s stopped: %d actors stopped", group.ns, stopped)
+
+    def _relay(self, group: _Group) -> None:
+        """What the group's actors sent to "app" (errors, logs, statistics, topic partition counts, children
+        spawned, restarts): to every member's inbox."""
+        rt = self.rt
+        assert rt is not None
+        for ops in group.relay.recv_batches():
+            group.relayed += len(ops)
+            if self.groups.get(group.key) is group and any(
+                    isinstance(op.payload, dict) and op.payload.get("fatal") for op in ops):
+                # A fatal error (a fenced producer id): the group ends with its members; a client that attaches
+                # with the same settings from now on starts a fresh group, as a new client would.
+                del self.groups[group.key]
+                log.info("shared group %s retired after a fatal error", group.ns)
+            for member in list(group.members):
+                with contextlib.suppress(ActorError, zmq.ZMQError):
+                    rt._transmit(app_name(member), ops)
+
     def close(self) -> None:
+        for group in list(self.groups.values()):
+            group.relay.close()
+        self.groups.clear()
         if self._ctl is not None:
             self._ctl.close(linger=0)
         if self._context is not None:
@@ -300,9 +456,11 @@ class RemoteControl:
 class RemoteSupervisor:
     """What Runtime needs of a Supervisor, with the server's supervisor doing the spawning."""
 
-    def __init__(self, control: RemoteControl, ns: str, host_keys: list[str]) -> None:
+    def __init__(self, control: RemoteControl, ns: str, host_keys: list[str],
+                 member_factories: Iterable[str] = ()) -> None:
         self.control = control
         self.ns = ns
+        self.member_factories = frozenset(member_factories)  # group actors that want MEMBER_LEFT
         self.host_keys = list(host_keys)
         self.specs: dict[str, Any] = {}
         self.down_hosts: set[str] = set()
@@ -322,8 +480,10 @@ class RemoteSupervisor:
             raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
         if host in self.down_hosts:
             raise ActorError(ErrorCode.DEAD_ACTOR, f"host {host} is restarting")
-        self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory, "args": args or {},
-                           "host": host, "parent": parent, "timeout": timeout}, timeout + 1.0)
+        reply = self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory,
+                                   "args": args or {}, "host": host, "parent": parent, "timeout": timeout,
+                                   "member_notices": factory in self.member_factories}, timeout + 1.0)
+        host = str(reply.get("host") or host)  # a group actor another member spawned runs where it runs
         with self._lock:
             self.specs[name] = _Spec(name, host, parent)
 
@@ -395,9 +555,14 @@ class _AttachedPlumbing(_Plumbing):
 class AttachedRuntime(Runtime):
     """A Runtime whose hosts belong to the shared runtime at ``directory``: same API, plain actor names
     (qualified with this app's namespace on the way out, stripped on the way in); attaching costs one
-    round trip to the server and a socket bind."""
+    round trip to the server and a socket bind.
 
-    def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S) -> None:
+    ``group``: join the shared group of that key (its actors serve every app that attaches with the same key;
+    this app's actor names resolve to the group's, its inbox stays its own). ``factories``: in a group, the
+    factory spawned instead of a given one (a member-aware actor, told of members that leave)."""
+
+    def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S, group: str | None = None,
+                 factories: dict[str, str] | None = None) -> None:
         started = time.perf_counter()
         directory = os.path.abspath(directory)
         info = read_runtime_info(directory)
@@ -407,8 +572,15 @@ class AttachedRuntime(Runtime):
             p.context = zmq.Context()
             control = RemoteControl(p.context, directory)
             p.control = control
-            reply = control.call({"op": "attach", "pid": os.getpid()}, timeout)
+            request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
+            if group:
+                request["group"] = group
+            reply = control.call(request, timeout)
             self.ns = ns = str(reply["ns"])
+            #: the shared group this app is a member of (its actors' namespace), or None
+            self.group: str | None = str(reply["group"]) if reply.get("group") else None
+            self._actor_ns = self.group or ns
+            self._factories = dict(factories or {}) if self.group else {}
             self._app = app_name(ns)
             self.server_pid = int(reply["pid"])
             self.directory = directory
@@ -416,12 +588,14 @@ class AttachedRuntime(Runtime):
             p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
             p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
             p.outbox = ZmqOutbox(p.context, run_dir)
-            p.supervisor = RemoteSupervisor(control, ns, self.host_keys)
+            p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values())
         except BaseException:
             p.close(timeout=1.0)
             raise
         self._qualified: dict[str, str] = {}
         self.lost = False
+        #: called (on the watcher thread) once the server is gone, after the monitors were told
+        self.on_lost: Callable[[], Any] | None = None
         self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
         self._watcher.start()
         self.attach_seconds = time.perf_counter() - started
@@ -433,14 +607,19 @@ class AttachedRuntime(Runtime):
     def _q(self, name: str) -> str:
         full = self._qualified.get(name)
         if full is None:
-            full = self._qualified[name] = qualify(self.ns, name)
+            full = self._qualified[name] = app_name(self.ns) if name == APP else qualify(self._actor_ns, name)
         return full
+
+    def _strip(self, name: str | None) -> str | None:
+        """A full name as this app knows it: its group's actors and its own namespace's, unprefixed."""
+        name = strip(self.ns, name)
+        return strip(self.group, name) if self.group else name
 
     # -- the Runtime API, in plain names ---------------------------------------------------------------------
     def spawn(self, name: str, actor_factory: str, args: dict | None = None, *, host: int | str | None = None,
               parent: str = APP, timeout: float = 30.0, wait: bool = True) -> str:
-        return super().spawn(self._q(name), actor_factory, args, host=host, parent=self._q(parent),
-                             timeout=timeout, wait=wait)
+        return super().spawn(self._q(name), self._factories.get(actor_factory, actor_factory), args, host=host,
+                             parent=self._q(parent), timeout=timeout, wait=wait)
 
     def stop(self, name: str) -> None:
         super().stop(self._q(name))
@@ -466,9 +645,8 @@ class AttachedRuntime(Runtime):
 
     # -- what comes in ------------------------------------------------------------------------------------------
     def _route(self, op: Op) -> None:
-        ns = self.ns
         if op.sender:
-            op.sender = strip(ns, op.sender)
+            op.sender = self._strip(op.sender)
         if op.target == HOST_CONTROL:
             if op.type == HOST_DOWN:
                 self._remote_down(op.payload or {})
@@ -477,7 +655,7 @@ class AttachedRuntime(Runtime):
                 self._plumbing.supervisor.down_hosts.discard((op.payload or {}).get("host"))
                 return
         elif op.type == "CHILD_EXITED" and isinstance(op.payload, dict):
-            op.payload["name"] = strip(ns, op.payload.get("name"))
+            op.payload["name"] = self._strip(op.payload.get("name"))
         super()._route(op)
 
     def _remote_down(self, payload: dict) -> None:
@@ -497,7 +675,7 @@ class AttachedRuntime(Runtime):
                 if self._plumbing.outbox is not None:
                     for host in self.host_keys:
                         self._plumbing.outbox.reset(host)
-        notice = {"host": key, "names": [strip(self.ns, n) for n in names],
+        notice = {"host": key, "names": [self._strip(n) for n in names],
                   "restarts": int(payload.get("restarts") or 1), "exitcode": payload.get("exitcode")}
         for queue in list(self._plumbing.monitors):
             queue.enqueue(Op(ACTORS_DOWN, dict(notice), target=APP, qid=queue.qid))
@@ -525,6 +703,11 @@ class AttachedRuntime(Runtime):
         self.lost = True
         log.error("the shared runtime at %s (pid %d) stopped", self.directory, self.server_pid)
         self._remote_down({"host": "*", "names": list(p.supervisor.specs), "restarts": 1, "exitcode": None})
+        if self.on_lost is not None:
+            try:
+                self.on_lost()
+            except Exception:  # noqa: BLE001 - the watcher must finish waking the waiters
+                log.exception("the shared runtime's loss handler failed")
         with self._cond:
             self._cond.notify_all()
 
@@ -533,6 +716,22 @@ class AttachedRuntime(Runtime):
             raise ActorError(ErrorCode.DEAD_ACTOR, f"the shared runtime at {self.directory} stopped; create the "
                                                    "client again once it runs")
         return super()._route_key(name)
+
+
+def runtime_status(directory: str, timeout: float = CTL_TIMEOUT_S) -> dict:
+    """The running shared runtime's state: attached apps (namespace → pid), hosts and their pids, and its groups
+    (namespace → members, actors, whether it is retired). ActorError(TERMINATED) if none runs there."""
+    directory = os.path.abspath(directory)
+    read_runtime_info(directory)
+    context = zmq.Context()
+    try:
+        control = RemoteControl(context, directory)
+        try:
+            return control.call({"op": "status"}, timeout)
+        finally:
+            control.close()
+    finally:
+        context.term()
 
 
 def attach(directory: str, timeout: float = CTL_TIMEOUT_S) -> AttachedRuntime:

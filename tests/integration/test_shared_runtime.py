@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kqactors import KafkaException, Producer
+from kqactors import KafkaError, KafkaException, Producer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -67,7 +67,7 @@ def test_attached_producers_keep_their_own_reports(mock_cluster, unique_topic, r
     a = Producer(conf)
     b = Producer(conf)
     attach_s = time.perf_counter() - started
-    assert attach_s < 2.0, f"attaching two clients took {attach_s:.2f}s"
+    assert attach_s < 10.0, f"attaching two clients took {attach_s:.2f}s"  # no hang; speed is the benchmark's
     try:
         ra = _produce(a, unique_topic, 300, b"a")
         rb = _produce(b, unique_topic, 300, b"b")
@@ -106,11 +106,17 @@ def test_runtime_stop_gives_an_error_not_a_hang(mock_cluster, unique_topic, tmp_
     directory = str(tmp_path / "rt")
     server = _start_runtime(directory)
     conf = {"bootstrap.servers": mock_cluster.bootstrap, "kqactors.runtime.dir": directory}
+    errors: list = []
     try:
-        p = Producer(conf)
+        p = Producer({**conf, "error_cb": errors.append})
+        other = Producer(conf)  # a second member of the same group
         assert len(_produce(p, unique_topic, 10, b"d")) == 10
+        assert len(_produce(other, unique_topic, 10, b"o")) == 10
         _stop(server)
         started = time.monotonic()
+        while not errors and time.monotonic() - started < 10:
+            p.poll(0.1)
+        assert [(e.code(), e.fatal()) for e in errors] == [(KafkaError._TRANSPORT, True)]  # said, not hung
         outcome = []
         try:
             for _ in range(50):
@@ -118,11 +124,12 @@ def test_runtime_stop_gives_an_error_not_a_hang(mock_cluster, unique_topic, tmp_
             p.flush(10)
         except (KafkaException, BufferError) as exc:
             outcome.append(exc)
-        assert time.monotonic() - started < 15
+        assert outcome and time.monotonic() - started < 15
         with pytest.raises(KafkaException):
             Producer(conf)  # no runtime: an error at once
         server = _start_runtime(directory)  # the runtime is back: a new client works
         q = Producer(conf)
         assert all(err is None for err, _ in _produce(q, unique_topic, 10, b"e"))
+        q.close()
     finally:
         _stop(server)

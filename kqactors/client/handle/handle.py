@@ -30,6 +30,7 @@ from kqactors.client.handle.oauth import (
     run_oauth_cb,
     token_actor_args,
 )
+from kqactors.client.handle.sharing import GROUP_FACTORIES, group_key
 from kqactors.config import Config
 from kqactors.config.security import redact
 from kqactors.core.log import LOG_ERR, ClientLog, python_level
@@ -139,11 +140,13 @@ class ClientHandle:
         return rt
 
     def _attach(self, main_factory: str) -> Runtime:
-        """Attach to the shared runtime at ``kqactors.runtime.dir``: this client's own ``main`` (and later its
-        toppars) in its own namespace on the runtime's hosts; no process is started. The hosts' Python logs
+        """Attach to the shared runtime at ``kqactors.runtime.dir``: no process is started. A producer joins the
+        group of clients with its settings (one main, broker connections and toppars for all), any other client
+        gets its own ``main`` (and later its toppars) in its own namespace on the runtime's hosts. The hosts' Python logs
         stay with the runtime (its stderr): a forwarder per client would hand each record to every client."""
+        group = group_key(self.kind, self.shipped, main_factory)  # same settings: shared actors (sharing.py)
         try:
-            rt: Runtime = AttachedRuntime(self.runtime_dir)
+            rt: Runtime = AttachedRuntime(self.runtime_dir, group=group, factories=GROUP_FACTORIES if group else None)
         except ActorError as exc:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, f"attaching to {self.runtime_dir}: "
                                                                     f"{exc.message or exc.code}")) from None
@@ -152,8 +155,17 @@ class ClientHandle:
         except BaseException:
             rt.close()
             raise
+        if isinstance(rt, AttachedRuntime):
+            rt.on_lost = lambda: self._runtime_lost(rt)
         self.rt = rt
         return rt
+
+    def _runtime_lost(self, rt: AttachedRuntime) -> None:
+        """The shared runtime stopped under this client: its actors are gone for good. A fatal _TRANSPORT error
+        (error_cb from the next poll(); produce() raises from then on) says so; recovering is creating the
+        client again once a runtime runs (on the runtime's watcher thread: only enqueues)."""
+        reason = f"the shared runtime at {self.runtime_dir} stopped: create the client again once it runs"
+        rt.events.enqueue(Op(ops.ERR, ops.err_payload(KafkaError._TRANSPORT, reason, fatal=True)))
 
     def _spawn_client_actors(self, rt: Runtime, main_factory: str) -> None:
         """This client's actors on host 0, own runtime or attached: the OAUTHBEARER token source first (oauth_cb

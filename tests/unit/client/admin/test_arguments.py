@@ -324,7 +324,8 @@ def test_argument_checks_match_confluent_kafka(clients, case: str) -> None:
         expected = outcome(lambda: CASES[case](theirs_m, theirs))
         got = outcome(lambda: CASES[case](ours_m, ours))
     if case in PEER_BUGS:
-        assert expected != PEER_BUGS[case], f"confluent-kafka fixed {case!r}: drop it from PEER_BUGS"
+        # the peer's outcome there depends on what its C layer left behind (SystemError, or at times the
+        # ValueError of a pending exception), so it is not compared: kqactors' is the one librdkafka's check gives
         expected = PEER_BUGS[case]
     assert got == expected
 

@@ -279,7 +279,10 @@ class ProducerBuffers:
                             continue
                         callback = entry[_CB] or default_cb
                         report = None
-                        if callback is not None and not (only_errors and error is None):
+                        if error is None and callback.__class__ in _COUNTERS:
+                            if not only_errors:
+                                report = callback.ok_report  # LogAppendTime, offset unknown: counted all the same
+                        elif callback is not None and not (only_errors and error is None):
                             offset = base_offset + index if base_offset >= 0 and error is None else OFFSET_INVALID
                             if log_append_time >= 0:
                                 ts = (TIMESTAMP_LOG_APPEND_TIME, log_append_time)
@@ -400,6 +403,11 @@ def serve_reports_py(ready: deque) -> int:
         else:
             callback(report[1], report[2])
     return served
+
+
+# The counter classes whose ok_report every completion path queues for a delivered message.
+_COUNTERS: frozenset[type] = frozenset(
+    {PyDeliveryCounter} if NATIVE is None else {PyDeliveryCounter, NATIVE.DeliveryCounter})
 
 
 def new_delivery_counter(on_ok: Callable[[int], Any], on_error: Callable[[Any, Any], Any],

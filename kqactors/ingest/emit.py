@@ -12,7 +12,10 @@ Runs in: the worker processes, on their one asyncio thread (the producer's deliv
   and the chunk stays open until it is delivered; a permanent one (message too large, invalid record), or any
   one with ``on_delivery_error = "drop"``, settles the line as failed and counts it.
 
-Only the public Producer API is used (produce, poll, len, flush), so any confluent-kafka-compatible producer works.
+The public Producer API is used (produce, poll, len, flush), so any confluent-kafka-compatible producer works; when
+the producer has kqactors' bulk extensions, a chunk's lines go through ``produce_values`` (one call, no Python call
+per line) and its delivered lines are counted by a ``delivery_counter`` (one call per run of delivery reports, no
+Message per line). The checkpoint semantics are the same either way: a chunk is done once every line's report came.
 """
 
 from __future__ import annotations

@@ -117,3 +117,16 @@ def test_produce_values_stops_where_produce_would_raise(tansu, unique_topic, whi
         assert producer.flush(30) == 0
     read = _read_back(tansu.bootstrap, unique_topic, 3 + 47 + 2)
     assert sorted(m.value() for m in read) == sorted([b"a", b"b", b"c", *many[:47], b"x", b"a str value"])
+
+
+def test_a_transactional_producer_refuses_produce_values_outside_a_transaction(mock_cluster, unique_topic):
+    """The transactional gate covers produce_values() as it covers produce(): _STATE before begin_transaction()."""
+    make_topic(mock_cluster, unique_topic, PARTITIONS)
+    with Producer({"bootstrap.servers": mock_cluster.bootstrap, "transactional.id": f"tx-{unique_topic}",
+                   **FAST}) as producer:
+        for call in (lambda: producer.produce(unique_topic, b"v"),
+                     lambda: producer.produce_values(unique_topic, [b"v"])):
+            with pytest.raises(KafkaException) as raised:
+                call()
+            assert raised.value.args[0].code() == KafkaError._STATE
+        assert len(producer) == 0

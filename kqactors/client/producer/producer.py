@@ -15,6 +15,11 @@ stays the reference (and is produce() itself without the extension). Nothing in 
 process: a message to a topic whose partition count is not known yet waits in
 ``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it; an explicit
 partition beyond the count then fails in its delivery report (_UNKNOWN_PARTITION), as in librdkafka.
+
+Bulk extensions (kqactors only; confluent-kafka has neither, so the drop-in API is unchanged):
+``produce_values()`` queues a list of values of one topic in one call (C: no Python call per message), and
+``delivery_counter()`` makes a callback whose delivered messages are reported as counts, a run of them in one
+call and without a Message each (failed ones still one by one). The ingest daemon produces its lines with them.
 """
 
 from __future__ import annotations

@@ -507,6 +507,98 @@ done:
     return rc;
 }
 
+/* The run of null-key messages values[start:stop] of one partition, appended while each is bytes or None, fits
+ * max_payload (its value plus hsize, the headers' size) and the queue limits; the same headers, timestamp,
+ * callback and enqueue time for all. The partition's buffer, msgid, packer and pending table are looked up
+ * once for the run instead of once per message (append's per-message work). *appended says how many went in
+ * (also on error). Returns 0, or -1 with an error set. Caller holds the lock. */
+int buffers_append_run_locked(Buffers *self, PyObject *topic, PyObject *partition, PyObject *values,
+                              Py_ssize_t start, Py_ssize_t stop, PyObject *headers, Py_ssize_t hsize,
+                              Py_ssize_t max_payload, PyObject *timestamp, PyObject *callback, PyObject *now,
+                              Py_ssize_t *appended) {
+    *appended = 0;
+    if (self->partitions == NULL || self->ready == NULL || !PyDict_Check(self->partitions) || !PyList_Check(values)) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return -1;
+    }
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
+    if (tp == NULL) return -1;
+    PyObject *buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
+    Py_DECREF(tp);
+    if (buf != NULL) {
+        Py_INCREF(buf);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        PyObject *call_args[3] = {(PyObject *)self, topic, partition};
+        buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
+        if (buf == NULL) return -1;
+    }
+    int rc = -1;
+    long long first = 0, id = 0;
+    PyObject *msgid = NULL, *packer = NULL, *pending = NULL;
+    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
+    if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
+    if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
+    if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
+        PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
+        goto done;
+    }
+    first = id = PyLong_AsLongLong(msgid);
+    if (id == -1 && PyErr_Occurred()) goto done;
+    Py_CLEAR(msgid);
+    for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(values); i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        if (value != Py_None && !PyBytes_CheckExact(value)) break;
+        Py_ssize_t size = hsize + (value != Py_None ? PyBytes_GET_SIZE(value) : 0);
+        if (size > max_payload) break;
+        Py_ssize_t nready = PyObject_Size(self->ready);
+        if (nready < 0) goto done;
+        if ((self->max_messages && self->count + nready >= self->max_messages) ||
+            (self->nbytes + size > self->max_bytes && self->count > 0))
+            break;  /* the queue is full */
+        PyObject *size_obj = PyLong_FromSsize_t(size);
+        if (size_obj == NULL || (msgid = PyLong_FromLongLong(id)) == NULL) {
+            Py_XDECREF(size_obj);
+            goto done;
+        }
+        Py_INCREF(value);  /* the list is the caller's */
+        PyObject *res = packer_append_impl((Packer *)packer, msgid, timestamp, Py_None, value, headers, now, pending,
+                                           callback, size_obj);
+        Py_DECREF(value);
+        Py_DECREF(size_obj);
+        Py_CLEAR(msgid);
+        if (res == NULL) goto done;
+        Py_DECREF(res);
+        id++;
+        self->count++;
+        self->nbytes += size;
+        self->unsent++;
+    }
+    rc = 0;
+done:
+    if (id != first) {
+        /* Only packed messages use up msgids (as append()); set even after an error, for those packed. */
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        PyObject *next = PyLong_FromLongLong(id);
+        if (next == NULL || PyObject_SetAttr(buf, str_next_msgid, next) < 0) {
+            rc = -1;  /* cannot happen with PartitionBuffer's slot */
+            Py_XDECREF(exc_type);
+            Py_XDECREF(exc_value);
+            Py_XDECREF(exc_tb);
+        } else {
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+        }
+        Py_XDECREF(next);
+    }
+    *appended = (Py_ssize_t)(id - first);
+    Py_XDECREF(msgid);
+    Py_XDECREF(pending);
+    Py_XDECREF(packer);
+    Py_DECREF(buf);
+    return rc;
+}
+
 /* Takes / gives back ProducerBuffers.lock (a threading.Lock; acquiring may release the GIL). 0 or -1. */
 int buffers_lock(Buffers *self) {
     if (self->lock == NULL) {

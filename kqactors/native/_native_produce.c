@@ -445,6 +445,20 @@ static PyObject *core_produce_values(ProducerCore *self, PyObject *args, PyObjec
     if ((ts_obj = PyLong_FromLongLong(now_ms)) == NULL || (now = buffers_now()) == NULL) goto done;
     if (buffers_lock(buffers) < 0) goto done;
     locked = 1;
+    if (keys == Py_None) {
+        /* Null keys (the ingest daemon's lines): one partition for the call, so one run. */
+        if ((null_part = core_choose_partition(self, topic, Py_None, count_obj, count, now_ms)) == NULL) goto done;
+        Py_ssize_t appended = 0;
+        int rc = buffers_append_run_locked(buffers, topic, null_part, values, i, n, headers, hsize,
+                                           self->max_payload_bytes, ts_obj, cb, now, &appended);
+        i += appended;
+        if (appended) {
+            Py_INCREF(null_part);
+            last_part = null_part;
+        }
+        if (rc < 0) goto done;
+        n = i;  /* the loop below has nothing left: it stopped where the run did */
+    }
     for (; i < n; i++) {
         PyObject *value = PyList_GET_ITEM(values, i);
         PyObject *key = keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i);

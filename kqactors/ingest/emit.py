@@ -12,7 +12,10 @@ Runs in: the worker processes, on their one asyncio thread (the producer's deliv
   and the chunk stays open until it is delivered; a permanent one (message too large, invalid record), or any
   one with ``on_delivery_error = "drop"``, settles the line as failed and counts it.
 
-Only the public Producer API is used (produce, poll, len, flush), so any confluent-kafka-compatible producer works.
+The public Producer API is used (produce, poll, len, flush), so any confluent-kafka-compatible producer works; when
+the producer has kqactors' bulk extensions, a chunk's lines go through ``produce_values`` (one call, no Python call
+per line) and its delivered lines are counted by a ``delivery_counter`` (one call per run of delivery reports, no
+Message per line). The checkpoint semantics are the same either way: a chunk is done once every line's report came.
 """
 
 from __future__ import annotations
@@ -83,9 +86,10 @@ class TokenBucket:
 
 
 class Batch:
-    """A chunk's values (and keys) being produced; ``next`` is the first not yet queued."""
+    """A chunk's values (and keys) being produced; ``next`` is the first not yet queued; ``ack`` the delivery
+    callback its lines are produced with (the chunk's, or a producer's counting callback bound to it)."""
 
-    __slots__ = ("chunk", "values", "keys", "next", "source")
+    __slots__ = ("chunk", "values", "keys", "next", "source", "ack")
 
     def __init__(self, source: SourceRuntime, chunk: Chunk, values: list[bytes], keys: list[bytes | None] | None):
         self.source = source
@@ -93,6 +97,7 @@ class Batch:
         self.values = values
         self.keys = keys
         self.next = 0
+        self.ack = source.emitter.ack_for(chunk)
 
     @property
     def finished(self) -> bool:
@@ -147,6 +152,11 @@ class Emitter:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.producer = producer
         self._produce = producer.produce
+        # kqactors' bulk extensions when the producer has them (a confluent-kafka-shaped one works without):
+        # produce_values() queues a chunk's lines in one call, and a delivery counter reports a run of the
+        # chunk's delivered lines as one call instead of one callback (and one Message) per line.
+        self._produce_values: Callable[..., int] | None = getattr(producer, "produce_values", None)
+        self._counter: Callable[..., Any] | None = getattr(producer, "delivery_counter", None)
         self.retry_backoff_s = retry_backoff_s
         self.clock = clock
         self.full = False
@@ -155,17 +165,39 @@ class Emitter:
         self._logged: dict[str, float] = {}
 
     # ---- producing -----------------------------------------------------------------------------------
+    def ack_for(self, chunk: Chunk) -> Callable[..., Any]:
+        """The delivery callback of a chunk's lines: with a counting producer, ``left`` drops by a run of
+        delivered lines at once (Chunk.acked); a failed line still goes through Chunk.ack with its Message."""
+        if self._counter is None:
+            return chunk.ack
+
+        def acked(count: int) -> None:
+            chunk.left -= count
+            if not chunk.left:
+                self.chunk_done(chunk)
+
+        return self._counter(acked, chunk.ack)
+
     def emit(self, batch: Batch) -> bool:
         """Queue the batch's lines from ``batch.next``; False (rest kept) when the producer's queue is full."""
         produce = self._produce
         values, keys = batch.values, batch.keys
         source = batch.source
-        topic, headers, ack = source.topic, source.headers, batch.chunk.ack
+        topic, headers, ack = source.topic, source.headers, batch.ack
         n = len(values)
         i = batch.next
+        produce_values = self._produce_values
         while i < n:
             try:
-                if keys is None and headers is None:
+                if produce_values is not None:
+                    # one call for the lines it takes; the one it stops at goes through produce() below,
+                    # which raises what stopped it (BufferError, a line too large, ...) or queues it
+                    i = produce_values(topic, values, i, keys, headers, ack)
+                    if i < n:
+                        produce(topic, values[i], None if keys is None else keys[i], -1, ack, headers=headers)
+                        i += 1
+                    continue
+                elif keys is None and headers is None:
                     for i in range(i, n):  # noqa: B020 - i is where a raising produce() stopped
                         produce(topic, values[i], None, -1, ack)
                 else:

@@ -41,6 +41,16 @@ typedef struct {
 extern PyTypeObject BuffersType;
 PyObject *buffers_append(Buffers *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);
 PyObject *complete_ok(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* For ProducerCore.produce_values: the lock, the locked append (1 appended, 0 no room, -1 error; args as
+ * append's first eight) and the enqueue clock. */
+int buffers_lock(Buffers *self);
+int buffers_unlock(Buffers *self);
+int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, PyObject *now);
+PyObject *buffers_now(void);
+int buffers_append_run_locked(Buffers *self, PyObject *topic, PyObject *partition, PyObject *values,
+                              Py_ssize_t start, Py_ssize_t stop, PyObject *headers, Py_ssize_t hsize,
+                              Py_ssize_t max_payload, PyObject *timestamp, PyObject *callback, PyObject *now,
+                              Py_ssize_t *appended);
 /* Readies Packer and Buffers and adds them to the module. */
 int producer_buffers_register(PyObject *m);
 

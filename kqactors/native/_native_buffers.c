@@ -2,7 +2,8 @@
  *
  * Part of kqactors.native._native (overview, cycle-collector rule and thread safety: _native.c). Packer is the
  * twin of producer_core.packing.PyMessagePacker, Buffers the C base of producer_buffers'
- * NativeProducerBuffers, complete_ok() the twin of producer_buffers._complete_ok_py.
+ * NativeProducerBuffers, complete_ok() the twin of producer_buffers._complete_ok_py, DeliveryCounter the twin
+ * of producer_buffers.PyDeliveryCounter and serve_reports() the twin of Producer._serve_ready's loop.
  *
  * Frame layout (little-endian, see records/packed.py):
  *   int64 timestamp_ms | int32 key_len (-1 = null) | int32 value_len (-1 = null) | uint16 header_count
@@ -438,8 +439,9 @@ static void buffers_dealloc(Buffers *self) {
     type->tp_free((PyObject *)self);
 }
 
-/* The locked part of append(); returns 1 appended, 0 no room, -1 error. Caller holds the lock. */
-static int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, PyObject *now) {
+/* The locked part of append(); returns 1 appended, 0 no room, -1 error. Caller holds the lock (buffers_lock).
+ * args: topic, partition, key, value, headers, timestamp, callback, size; now: the enqueue time (a float). */
+int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, PyObject *now) {
     PyObject *topic = args[0], *partition = args[1], *key = args[2], *value = args[3], *headers = args[4];
     PyObject *timestamp = args[5], *callback = args[6], *size_obj = args[7];
     if (self->partitions == NULL || self->ready == NULL || !PyDict_Check(self->partitions)) {
@@ -503,6 +505,132 @@ done:
     Py_XDECREF(msgid);
     Py_DECREF(buf);
     return rc;
+}
+
+/* The run of null-key messages values[start:stop] of one partition, appended while each is bytes or None, fits
+ * max_payload (its value plus hsize, the headers' size) and the queue limits; the same headers, timestamp,
+ * callback and enqueue time for all. The partition's buffer, msgid, packer and pending table are looked up
+ * once for the run instead of once per message (append's per-message work). *appended says how many went in
+ * (also on error). Returns 0, or -1 with an error set. Caller holds the lock. */
+int buffers_append_run_locked(Buffers *self, PyObject *topic, PyObject *partition, PyObject *values,
+                              Py_ssize_t start, Py_ssize_t stop, PyObject *headers, Py_ssize_t hsize,
+                              Py_ssize_t max_payload, PyObject *timestamp, PyObject *callback, PyObject *now,
+                              Py_ssize_t *appended) {
+    *appended = 0;
+    if (self->partitions == NULL || self->ready == NULL || !PyDict_Check(self->partitions) || !PyList_Check(values)) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return -1;
+    }
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
+    if (tp == NULL) return -1;
+    PyObject *buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
+    Py_DECREF(tp);
+    if (buf != NULL) {
+        Py_INCREF(buf);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        PyObject *call_args[3] = {(PyObject *)self, topic, partition};
+        buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
+        if (buf == NULL) return -1;
+    }
+    int rc = -1;
+    long long first = 0, id = 0;
+    PyObject *msgid = NULL, *packer = NULL, *pending = NULL;
+    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
+    if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
+    if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
+    if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
+        PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
+        goto done;
+    }
+    first = id = PyLong_AsLongLong(msgid);
+    if (id == -1 && PyErr_Occurred()) goto done;
+    Py_CLEAR(msgid);
+    for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(values); i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        if (value != Py_None && !PyBytes_CheckExact(value)) break;
+        Py_ssize_t size = hsize + (value != Py_None ? PyBytes_GET_SIZE(value) : 0);
+        if (size > max_payload) break;
+        Py_ssize_t nready = PyObject_Size(self->ready);
+        if (nready < 0) goto done;
+        if ((self->max_messages && self->count + nready >= self->max_messages) ||
+            (self->nbytes + size > self->max_bytes && self->count > 0))
+            break;  /* the queue is full */
+        PyObject *size_obj = PyLong_FromSsize_t(size);
+        if (size_obj == NULL || (msgid = PyLong_FromLongLong(id)) == NULL) {
+            Py_XDECREF(size_obj);
+            goto done;
+        }
+        Py_INCREF(value);  /* the list is the caller's */
+        PyObject *res = packer_append_impl((Packer *)packer, msgid, timestamp, Py_None, value, headers, now, pending,
+                                           callback, size_obj);
+        Py_DECREF(value);
+        Py_DECREF(size_obj);
+        Py_CLEAR(msgid);
+        if (res == NULL) goto done;
+        Py_DECREF(res);
+        id++;
+        self->count++;
+        self->nbytes += size;
+        self->unsent++;
+    }
+    rc = 0;
+done:
+    if (id != first) {
+        /* Only packed messages use up msgids (as append()); set even after an error, for those packed. */
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        PyObject *next = PyLong_FromLongLong(id);
+        if (next == NULL || PyObject_SetAttr(buf, str_next_msgid, next) < 0) {
+            rc = -1;  /* cannot happen with PartitionBuffer's slot */
+            Py_XDECREF(exc_type);
+            Py_XDECREF(exc_value);
+            Py_XDECREF(exc_tb);
+        } else {
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+        }
+        Py_XDECREF(next);
+    }
+    *appended = (Py_ssize_t)(id - first);
+    Py_XDECREF(msgid);
+    Py_XDECREF(pending);
+    Py_XDECREF(packer);
+    Py_DECREF(buf);
+    return rc;
+}
+
+/* Takes / gives back ProducerBuffers.lock (a threading.Lock; acquiring may release the GIL). 0 or -1. */
+int buffers_lock(Buffers *self) {
+    if (self->lock == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
+        return -1;
+    }
+    PyObject *res = PyObject_CallMethodNoArgs(self->lock, str_acquire);
+    if (res == NULL) return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+/* Gives the lock back keeping any exception already set; -1 only if the release itself failed. */
+int buffers_unlock(Buffers *self) {
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *res = self->lock ? PyObject_CallMethodNoArgs(self->lock, str_release) : NULL;
+    if (res == NULL) {
+        if (self->lock == NULL) PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers lost its lock");
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return -1;
+    }
+    Py_DECREF(res);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return 0;
+}
+
+/* The enqueue clock (time.monotonic()) as a new float, or NULL. */
+PyObject *buffers_now(void) {
+    return PyObject_CallNoArgs(monotonic);
 }
 
 /* append(topic, partition, key, value, headers, timestamp, callback, size, reserved=False) -> bool
@@ -587,6 +715,173 @@ PyTypeObject BuffersType = {
 };
 
 /* ======================================================================================================
+ * DeliveryCounter: one callback per run of successful reports (twin of producer_buffers.DeliveryCounter)
+ * ==================================================================================================== */
+
+/* A delivery callback for callers that only count successes (the ingest daemon's chunks): complete_ok()
+ * queues its one prebuilt report tuple (counter, None, None) for each delivered message instead of building
+ * a Message, and serve_reports() calls on_ok(n) once for n such reports in a row. A failed message still
+ * gets its own report (counter, error, Message), and calling the counter as a callback does what that
+ * report means: on_error(err, msg), or on_ok(1) for a success. One entry per message stays in the ready
+ * queue, so len(producer), flush() and the queue limits count as for any callback. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *on_ok;      /* on_ok(count) */
+    PyObject *on_error;   /* on_error(err, msg) */
+    PyObject *ok_report;  /* (self, None, None): a reference cycle, broken by tp_clear */
+} DeliveryCounter;
+
+static int counter_traverse(DeliveryCounter *self, visitproc visit, void *arg) {
+    Py_VISIT(self->on_ok);
+    Py_VISIT(self->on_error);
+    Py_VISIT(self->ok_report);
+    return 0;
+}
+
+static int counter_clear(DeliveryCounter *self) {
+    Py_CLEAR(self->on_ok);
+    Py_CLEAR(self->on_error);
+    Py_CLEAR(self->ok_report);
+    return 0;
+}
+
+static void counter_dealloc(DeliveryCounter *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    counter_clear(self);
+    type->tp_free((PyObject *)self);
+}
+
+static int counter_init(DeliveryCounter *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"on_ok", "on_error", NULL};
+    PyObject *on_ok, *on_error;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:DeliveryCounter", kwlist, &on_ok, &on_error)) return -1;
+    if (!PyCallable_Check(on_ok) || !PyCallable_Check(on_error)) {
+        PyErr_SetString(PyExc_TypeError, "DeliveryCounter(on_ok, on_error) needs two callables");
+        return -1;
+    }
+    PyObject *report = PyTuple_Pack(3, (PyObject *)self, Py_None, Py_None);
+    if (report == NULL) return -1;
+    Py_INCREF(on_ok);
+    Py_INCREF(on_error);
+    Py_XSETREF(self->on_ok, on_ok);
+    Py_XSETREF(self->on_error, on_error);
+    Py_XSETREF(self->ok_report, report);
+    return 0;
+}
+
+/* counter(err, msg): one report served on its own (not a run): on_ok(1) or on_error(err, msg). */
+static PyObject *counter_call(DeliveryCounter *self, PyObject *args, PyObject *kwds) {
+    PyObject *err, *msg;
+    if (!PyArg_ParseTuple(args, "OO:DeliveryCounter", &err, &msg)) return NULL;
+    if (self->on_ok == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "DeliveryCounter.__init__ was not called");
+        return NULL;
+    }
+    if (err == Py_None) {
+        PyObject *one = PyLong_FromLong(1);
+        if (one == NULL) return NULL;
+        PyObject *res = PyObject_CallOneArg(self->on_ok, one);
+        Py_DECREF(one);
+        return res;
+    }
+    PyObject *call_args[2] = {err, msg};
+    return PyObject_Vectorcall(self->on_error, call_args, 2, NULL);
+}
+
+static PyMemberDef counter_members[] = {
+    {"on_ok", T_OBJECT_EX, offsetof(DeliveryCounter, on_ok), READONLY, "on_ok(count): count messages delivered"},
+    {"on_error", T_OBJECT_EX, offsetof(DeliveryCounter, on_error), READONLY, "on_error(err, msg): one failed"},
+    {"ok_report", T_OBJECT_EX, offsetof(DeliveryCounter, ok_report), READONLY,
+     "the shared ready-queue entry of one delivered message: (self, None, None)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject DeliveryCounterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors.native._native.DeliveryCounter",
+    .tp_basicsize = sizeof(DeliveryCounter),
+    .tp_dealloc = (destructor)counter_dealloc,
+    .tp_call = (ternaryfunc)counter_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "DeliveryCounter(on_ok, on_error): a delivery callback that reports successes as counts "
+              "(twin of kqactors.client.producer.buffers.PyDeliveryCounter).",
+    .tp_traverse = (traverseproc)counter_traverse,
+    .tp_clear = (inquiry)counter_clear,
+    .tp_members = counter_members,
+    .tp_init = (initproc)counter_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyObject *str_popleft;
+
+/* serve_reports(ready) -> int
+ *
+ * Twin of the loop in Producer._serve_ready (kqactors/client/producer/producer.py): pops reports (callback,
+ * error, message) off the deque ``ready`` oldest first and calls callback(error, message); a run of one
+ * DeliveryCounter's ok_report entries becomes one on_ok(n). Returns the number of reports served. An
+ * exception from a callback propagates at once; the reports after it stay queued (a run's entries are all
+ * popped before its call). The caller holds the serving lock. */
+static PyObject *serve_reports(PyObject *Py_UNUSED(module), PyObject *ready) {
+    PyObject *popleft = PyObject_GetAttr(ready, str_popleft);
+    if (popleft == NULL) return NULL;
+    Py_ssize_t served = 0;
+    for (;;) {
+        Py_ssize_t n = PyObject_Size(ready);
+        if (n < 0) goto fail;
+        if (n == 0) break;
+        PyObject *report = PyObject_CallNoArgs(popleft);
+        if (report == NULL) goto fail;
+        if (!PyTuple_Check(report) || PyTuple_GET_SIZE(report) != 3) {
+            Py_DECREF(report);
+            PyErr_SetString(PyExc_TypeError, "serve_reports(): a report must be (callback, error, message)");
+            goto fail;
+        }
+        PyObject *cb = PyTuple_GET_ITEM(report, 0), *res;
+        served++;
+        if (Py_IS_TYPE(cb, &DeliveryCounterType) && report == ((DeliveryCounter *)cb)->ok_report) {
+            /* A run of this counter's successes: pop the ones that follow, then one on_ok(count). */
+            Py_ssize_t run = 1;
+            while (--n > 0) {
+                PyObject *next = PySequence_GetItem(ready, 0);
+                if (next == NULL) {
+                    Py_DECREF(report);
+                    goto fail;
+                }
+                Py_DECREF(next);  /* the deque keeps it alive; only its identity is compared */
+                if (next != report) break;
+                PyObject *popped = PyObject_CallNoArgs(popleft);
+                if (popped == NULL) {
+                    Py_DECREF(report);
+                    goto fail;
+                }
+                Py_DECREF(popped);
+                run++;
+            }
+            served += run - 1;
+            PyObject *count = PyLong_FromSsize_t(run);
+            if (count == NULL) {
+                Py_DECREF(report);
+                goto fail;
+            }
+            res = PyObject_CallOneArg(((DeliveryCounter *)cb)->on_ok, count);
+            Py_DECREF(count);
+        } else {
+            PyObject *call_args[2] = {PyTuple_GET_ITEM(report, 1), PyTuple_GET_ITEM(report, 2)};
+            res = PyObject_Vectorcall(cb, call_args, 2, NULL);
+        }
+        Py_DECREF(report);
+        if (res == NULL) goto fail;
+        Py_DECREF(res);
+    }
+    Py_DECREF(popleft);
+    return PyLong_FromSsize_t(served);
+fail:
+    Py_DECREF(popleft);
+    return NULL;
+}
+
+/* ======================================================================================================
  * Delivery reports
  * ==================================================================================================== */
 
@@ -667,6 +962,14 @@ PyObject *complete_ok(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
             Py_DECREF(entry);
             continue;
         }
+        if (Py_IS_TYPE(callback, &DeliveryCounterType) && ((DeliveryCounter *)callback)->ok_report != NULL) {
+            /* A counter: its shared report, no Message (see DeliveryCounter). */
+            PyObject *res = PyObject_CallOneArg(ready_append, ((DeliveryCounter *)callback)->ok_report);
+            Py_DECREF(entry);
+            if (res == NULL) return NULL;
+            Py_DECREF(res);
+            continue;
+        }
         double enq = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, P_ENQ));
         if (enq == -1.0 && PyErr_Occurred()) {
             Py_DECREF(entry);
@@ -720,6 +1023,16 @@ int producer_buffers_register(PyObject *m) {
             (str_new_buffer = PyUnicode_InternFromString("_new_buffer")) == NULL)
             return -1;
     }
-    if (add_type(m, "Packer", &PackerType) < 0 || add_type(m, "Buffers", &BuffersType) < 0) return -1;
-    return 0;
+    if (PyType_Ready(&DeliveryCounterType) < 0) return -1;
+    if (str_popleft == NULL && (str_popleft = PyUnicode_InternFromString("popleft")) == NULL) return -1;
+    if (add_type(m, "Packer", &PackerType) < 0 || add_type(m, "Buffers", &BuffersType) < 0 ||
+        add_type(m, "DeliveryCounter", &DeliveryCounterType) < 0)
+        return -1;
+    static PyMethodDef functions[] = {
+        {"serve_reports", (PyCFunction)serve_reports, METH_O,
+         "serve_reports(ready) -> int: call the queued delivery reports' callbacks, oldest first (a run of one "
+         "DeliveryCounter's successes as one on_ok(n)); the caller holds the serving lock."},
+        {NULL, NULL, 0, NULL},
+    };
+    return PyModule_AddFunctions(m, functions);
 }

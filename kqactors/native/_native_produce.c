@@ -345,8 +345,182 @@ static PyObject *core_produce(ProducerCore *self, PyObject *const *args, Py_ssiz
     return produce_reference((PyObject *)self, args, nargs, kwnames);
 }
 
+/* ---- produce_values(): many values of one topic in one call (the ingest daemon's lines) ---- */
+
+static PyObject *header_max_overhead;  /* kqactors.records.packed.HEADER_MAX_OVERHEAD, read on first use */
+
+/* The size produce() counts for these headers (names in characters, as the reference's len(name)), or -1
+ * when they are not a list of (str, bytes or None) tuples (the reference decides about those). */
+static Py_ssize_t headers_size(PyObject *headers) {
+    if (!PyList_CheckExact(headers)) return -1;
+    if (header_max_overhead == NULL &&
+        (header_max_overhead = import_attr("kqactors.records.packed", "HEADER_MAX_OVERHEAD")) == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t overhead = PyLong_AsSsize_t(header_max_overhead), size = 0;
+    if (overhead < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); i++) {
+        PyObject *item = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) return -1;
+        PyObject *name = PyTuple_GET_ITEM(item, 0), *hval = PyTuple_GET_ITEM(item, 1);
+        if (!PyUnicode_CheckExact(name) || (hval != Py_None && !PyBytes_CheckExact(hval))) return -1;
+        size += PyUnicode_GET_LENGTH(name) + (hval != Py_None ? PyBytes_GET_SIZE(hval) : 0) + overhead;
+    }
+    return size;
+}
+
+PyDoc_STRVAR(core_produce_values_doc,
+"produce_values($self, /, topic, values, start=0, keys=None, headers=None, on_delivery=None)\n"
+"--\n"
+"\n"
+"Queue values[start:] (with keys[i] if keys is given, and the same headers on each) as produce() would, one\n"
+"by one, in one call; returns the index of the first value not queued (len(values) when all were).\n"
+"It stops before a value it does not take: the queue is full, or anything produce() would refuse or treat\n"
+"in an unusual way (a bad type, a message too large, a topic without a known partition count, a closed or\n"
+"failed producer); produce() that one value to get its outcome (BufferError, KafkaException, ...), then\n"
+"call again from the next. The C twin of Producer._produce_values_py.");
+
+static PyObject *core_produce_values(ProducerCore *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"topic", "values", "start", "keys", "headers", "on_delivery", NULL};
+    PyObject *topic, *values, *keys = Py_None, *headers = Py_None, *cb = Py_None;
+    Py_ssize_t start = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|nOOO:produce_values", kwlist, &topic, &values, &start, &keys,
+                                     &headers, &cb))
+        return NULL;
+    if (!PyList_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "produce_values(): values must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (start < 0 || start > n) {
+        PyErr_SetString(PyExc_ValueError, "produce_values(): start out of range");
+        return NULL;
+    }
+    if (keys != Py_None && (!PyList_Check(keys) || PyList_GET_SIZE(keys) < n)) {
+        PyErr_SetString(PyExc_TypeError, "produce_values(): keys must be None or a list as long as values");
+        return NULL;
+    }
+    /* Anything the loop below does not do itself: the caller's produce() of values[start] decides. */
+    Py_ssize_t hsize = 0;
+    if (headers != Py_None) {
+        if ((hsize = headers_size(headers)) < 0) return PyLong_FromSsize_t(start);
+        if (PyList_GET_SIZE(headers) == 0) headers = Py_None;  /* as the reference's _normalise_headers */
+    }
+    if (start == n || !PyUnicode_CheckExact(topic) || PyUnicode_GET_LENGTH(topic) == 0 ||
+        (cb != Py_None && !PyCallable_Check(cb)))
+        return PyLong_FromSsize_t(start);
+    if (self->closed || self->fatal != Py_None || self->buffers == NULL || self->partition_counts == NULL ||
+        self->wake == NULL || self->unassigned == NULL || !PyObject_TypeCheck(self->buffers, &BuffersType) ||
+        !PyDict_CheckExact(self->partition_counts))
+        return PyLong_FromSsize_t(start);
+    PyObject *held = PyObject_GetAttr(self->unassigned, str_held);
+    if (held == NULL) {
+        PyErr_Clear();
+        return PyLong_FromSsize_t(start);
+    }
+    int is_held = !PyDict_CheckExact(held) || (PyDict_GET_SIZE(held) > 0 && PyDict_Contains(held, topic) != 0);
+    Py_DECREF(held);
+    PyErr_Clear();
+    PyObject *count_obj = is_held ? NULL : PyDict_GetItemWithError(self->partition_counts, topic);
+    int overflow = 0;
+    long long count = count_obj != NULL && PyLong_CheckExact(count_obj) ?
+        PyLong_AsLongLongAndOverflow(count_obj, &overflow) : -1;
+    PyErr_Clear();
+    long long now_ms = wall_clock_ms();
+    if (count <= 0 || overflow || now_ms < 0) return PyLong_FromSsize_t(start);
+
+    /* From here on there are side effects. One clock read for the whole call (timestamps, the sticky
+     * choice), as produce() reads it once per message; the values' messages share one enqueue time. */
+    Buffers *buffers = (Buffers *)self->buffers;
+    PyObject *wake = self->wake, *null_part = NULL, *last_part = NULL, *ts_obj = NULL, *now = NULL;
+    Py_INCREF(buffers);
+    Py_INCREF(wake);
+    Py_INCREF(count_obj);  /* the partitioner (Python) may change _partition_counts */
+    Py_ssize_t i = start;
+    int locked = 0, failed = 1;
+    if ((ts_obj = PyLong_FromLongLong(now_ms)) == NULL || (now = buffers_now()) == NULL) goto done;
+    if (buffers_lock(buffers) < 0) goto done;
+    locked = 1;
+    if (keys == Py_None) {
+        /* Null keys (the ingest daemon's lines): one partition for the call, so one run. */
+        if ((null_part = core_choose_partition(self, topic, Py_None, count_obj, count, now_ms)) == NULL) goto done;
+        Py_ssize_t appended = 0;
+        int rc = buffers_append_run_locked(buffers, topic, null_part, values, i, n, headers, hsize,
+                                           self->max_payload_bytes, ts_obj, cb, now, &appended);
+        i += appended;
+        if (appended) {
+            Py_INCREF(null_part);
+            last_part = null_part;
+        }
+        if (rc < 0) goto done;
+        n = i;  /* the loop below has nothing left: it stopped where the run did */
+    }
+    for (; i < n; i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        PyObject *key = keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i);
+        if ((value != Py_None && !PyBytes_CheckExact(value)) || (key != Py_None && !PyBytes_CheckExact(key))) break;
+        Py_ssize_t size = hsize + (value != Py_None ? PyBytes_GET_SIZE(value) : 0) +
+                          (key != Py_None ? PyBytes_GET_SIZE(key) : 0);
+        if (size > self->max_payload_bytes) break;
+        PyObject *part;
+        if (key == Py_None) {
+            if (null_part == NULL &&
+                (null_part = core_choose_partition(self, topic, Py_None, count_obj, count, now_ms)) == NULL)
+                goto done;
+            part = null_part;
+            Py_INCREF(part);
+        } else {
+            Py_INCREF(key);  /* values and keys are the caller's lists: Python code may run below */
+            Py_INCREF(value);
+            part = core_choose_partition(self, topic, key, count_obj, count, now_ms);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            if (part == NULL) goto done;
+            if (i >= PyList_GET_SIZE(values) || PyList_GET_ITEM(values, i) != value ||
+                (keys != Py_None && (i >= PyList_GET_SIZE(keys) || PyList_GET_ITEM(keys, i) != key))) {
+                Py_DECREF(part);  /* the lists changed under us: stop here, the caller goes on */
+                break;
+            }
+        }
+        PyObject *size_obj = PyLong_FromSsize_t(size);
+        if (size_obj == NULL) {
+            Py_DECREF(part);
+            goto done;
+        }
+        PyObject *append_args[8] = {topic, part, key, value, headers, ts_obj, cb, size_obj};
+        int rc = buffers_append_locked(buffers, append_args, 0, now);
+        Py_DECREF(size_obj);
+        if (rc <= 0) {
+            Py_DECREF(part);
+            if (rc < 0) goto done;
+            break;  /* the queue is full */
+        }
+        Py_XSETREF(last_part, part);
+    }
+    failed = 0;
+done:
+    if (locked && buffers_unlock(buffers) < 0) failed = 1;
+    if (!failed && last_part != NULL && produce_wake(self, (PyObject *)buffers, wake, topic, last_part) < 0)
+        failed = 1;
+    Py_XDECREF(last_part);
+    Py_XDECREF(null_part);
+    Py_XDECREF(ts_obj);
+    Py_XDECREF(now);
+    Py_DECREF(count_obj);
+    Py_DECREF(wake);
+    Py_DECREF(buffers);
+    if (failed) return NULL;
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef core_methods[] = {
     {"produce", (PyCFunction)(void (*)(void))core_produce, METH_FASTCALL | METH_KEYWORDS, core_produce_doc},
+    {"produce_values", (PyCFunction)(void (*)(void))core_produce_values, METH_VARARGS | METH_KEYWORDS,
+     core_produce_values_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,7 +20,7 @@ from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, M
 from kqactors.native import NATIVE
 
 __all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID", "NATIVE", "new_producer_buffers",
-           "native_buffers_class"]
+           "native_buffers_class", "PyDeliveryCounter", "new_delivery_counter", "serve_reports_py"]
 
 OFFSET_INVALID = -1001
 _monotonic = time.monotonic
@@ -56,6 +56,31 @@ class PartitionBuffer:
         self.seq_next: tuple[int, int, int] | None = None
 
 
+class PyDeliveryCounter:
+    """A delivery callback that reports successes as counts: ``on_ok(n)`` for n delivered messages served in a
+    row, ``on_error(err, msg)`` for each failed one (its own report, with its Message).
+
+    For callers that only count deliveries (the ingest daemon's chunks): a delivered message's report is the
+    counter's shared ``ok_report`` (no Message is built), and poll() makes a run of them one call. One entry per
+    message stays in the ready queue, so len(), flush() and the queue limits count as for any callback.
+    Called as a callback (a report served on its own) it does what that report means. The C twin is
+    ``kqactors.native._native.DeliveryCounter``; ``new_delivery_counter`` picks the one the buffers use."""
+
+    __slots__ = ("on_ok", "on_error", "ok_report")
+
+    def __init__(self, on_ok: Callable[[int], Any], on_error: Callable[[Any, Any], Any]) -> None:
+        if not callable(on_ok) or not callable(on_error):
+            raise TypeError("DeliveryCounter(on_ok, on_error) needs two callables")
+        self.on_ok = on_ok
+        self.on_error = on_error
+        self.ok_report = (self, None, None)
+
+    def __call__(self, err: Any, msg: Any) -> Any:
+        if err is None:
+            return self.on_ok(1)
+        return self.on_error(err, msg)
+
+
 def _complete_ok_py(pending: dict, topic: str, partition: int, first: int, count: int, base_offset: int,
                     default_cb: Callable[..., Any] | None, now: float, ready_append: Callable[[Any], None],
                     ts_type: int) -> tuple[int, int]:
@@ -74,7 +99,9 @@ def _complete_ok_py(pending: dict, topic: str, partition: int, first: int, count
         done += 1
         freed += entry[_SIZE]
         callback = entry[_CB] or default_cb
-        if callback is not None:
+        if callback.__class__ is PyDeliveryCounter:
+            ready_append(callback.ok_report)  # a counter: its shared report, no Message
+        elif callback is not None:
             ready_append((callback, None, Message(
                 topic, partition, offset + msgid, entry[_KEY], entry[_VALUE], entry[_HEADERS],
                 None, (ts_type, entry[_TS]), now - entry[_ENQ])))
@@ -252,7 +279,10 @@ class ProducerBuffers:
                             continue
                         callback = entry[_CB] or default_cb
                         report = None
-                        if callback is not None and not (only_errors and error is None):
+                        if error is None and callback.__class__ in _COUNTERS:
+                            if not only_errors:
+                                report = callback.ok_report  # LogAppendTime, offset unknown: counted all the same
+                        elif callback is not None and not (only_errors and error is None):
                             offset = base_offset + index if base_offset >= 0 and error is None else OFFSET_INVALID
                             if log_append_time >= 0:
                                 ts = (TIMESTAMP_LOG_APPEND_TIME, log_append_time)
@@ -344,6 +374,49 @@ def native_buffers_class(native: Any) -> type[ProducerBuffers]:
         })
         _native_classes[id(native)] = cls
     return cls
+
+
+def serve_reports_py(ready: deque) -> int:
+    """Call the ready reports' callbacks, oldest first; a run of one counter's ``ok_report`` entries is one
+    ``on_ok(n)`` (its entries are all popped before the call). Returns the reports served. An exception from a
+    callback propagates; the reports after it stay queued. The caller holds the serving lock. The C twin is
+    ``kqactors.native._native.serve_reports``.
+
+    Ctrl+C proof: a KeyboardInterrupt raised once popleft() returned puts the report back."""
+    served = 0
+    while ready:
+        report = ready[0]
+        try:
+            ready.popleft()
+        except KeyboardInterrupt:  # raised once the call returned: the report was removed
+            ready.appendleft(report)
+            raise
+        served += 1
+        callback = report[0]
+        if callback.__class__ is PyDeliveryCounter and report is callback.ok_report:
+            run = 1
+            while ready and ready[0] is report:
+                ready.popleft()
+                run += 1
+            served += run - 1
+            callback.on_ok(run)
+        else:
+            callback(report[1], report[2])
+    return served
+
+
+# The counter classes whose ok_report every completion path queues for a delivered message.
+_COUNTERS: frozenset[type] = frozenset(
+    {PyDeliveryCounter} if NATIVE is None else {PyDeliveryCounter, NATIVE.DeliveryCounter})
+
+
+def new_delivery_counter(on_ok: Callable[[int], Any], on_error: Callable[[Any, Any], Any],
+                         native: Any = NATIVE) -> Any:
+    """A DeliveryCounter of the kind the producer's buffers recognise: the C one with the extension (which
+    complete_ok and serve_reports know), else PyDeliveryCounter."""
+    if native is None:
+        return PyDeliveryCounter(on_ok, on_error)
+    return native.DeliveryCounter(on_ok, on_error)
 
 
 def new_producer_buffers(max_messages: int, max_kbytes: int, native: Any = NATIVE) -> ProducerBuffers:

@@ -15,6 +15,11 @@ stays the reference (and is produce() itself without the extension). Nothing in 
 process: a message to a topic whose partition count is not known yet waits in
 ``producer_unassigned`` (librdkafka's UA partition) while a background lookup fetches it; an explicit
 partition beyond the count then fails in its delivery report (_UNKNOWN_PARTITION), as in librdkafka.
+
+Bulk extensions (kqactors only; confluent-kafka has neither, so the drop-in API is unchanged):
+``produce_values()`` queues a list of values of one topic in one call (C: no Python call per message), and
+``delivery_counter()`` makes a callback whose delivered messages are reported as counts, a run of them in one
+call and without a Message each (failed ones still one by one). The ingest daemon produces its lines with them.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
-from kqactors.client.producer.buffers import new_producer_buffers
+from kqactors.client.producer.buffers import new_delivery_counter, new_producer_buffers, serve_reports_py
 from kqactors.client.producer.recovery import note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
@@ -73,6 +78,9 @@ _IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (a h
 _SPAWN_TIMEOUT_S = 5.0
 
 _time_ns = time.time_ns
+
+# Delivery reports' serving loop (Producer._serve_ready): C with the extension.
+_serve_reports: Callable[[Any], int] = serve_reports_py if NATIVE is None else NATIVE.serve_reports
 
 # With the extension, the state produce() reads lives in C members of this base (see Producer).
 _ProducerBase: type = object if NATIVE is None else NATIVE.ProducerCore
@@ -276,6 +284,43 @@ class Producer(_ProducerBase):
 
     if TYPE_CHECKING or NATIVE is None:
         produce = _produce_py
+
+    def _produce_values_py(self, topic: str, values: list, start: int = 0, keys: list | None = None,
+                           headers: Any = None, on_delivery: Callable[..., Any] | None = None) -> int:
+        """Queue ``values[start:]`` (with ``keys[i]`` if given, the same ``headers`` on each) as produce() would,
+        one by one, in one call; returns the index of the first value not queued (``len(values)`` when all
+        were). A kqactors extension for bulk callers (the ingest daemon): no Python call per message with the
+        extension. It stops before a value it does not take — the queue is full, or produce() would raise for
+        it — and the caller produce()s that one value itself to get its outcome (BufferError,
+        KafkaException, TypeError, ...), then calls again from the next. Messages are partitioned and
+        reported exactly as produce()'s. The Python body and reference; with the extension produce_values()
+        is ``ProducerCore.produce_values`` (C), which may stop earlier (before any unusual value) but never
+        later."""
+        if not isinstance(values, list):
+            raise TypeError("produce_values(): values must be a list")
+        n = len(values)
+        if not 0 <= start <= n:
+            raise ValueError("produce_values(): start out of range")
+        if keys is not None and (not isinstance(keys, list) or len(keys) < n):
+            raise TypeError("produce_values(): keys must be None or a list as long as values")
+        produce = self._produce_py
+        for index in range(start, n):
+            try:
+                produce(topic, values[index], None if keys is None else keys[index], -1, on_delivery,
+                        headers=headers)
+            except Exception:  # noqa: BLE001 - the caller's produce() of this value raises it again
+                return index
+        return n
+
+    if TYPE_CHECKING or NATIVE is None:
+        produce_values = _produce_values_py
+
+    @staticmethod
+    def delivery_counter(on_ok: Callable[[int], Any], on_error: Callable[[Any, Any], Any]) -> Any:
+        """A delivery callback that counts successes (a kqactors extension): ``on_ok(n)`` once for n delivered
+        messages whose reports poll() serves in a row, ``on_error(err, msg)`` for each failed message. No
+        Message is built for a delivered one. Pass it as ``on_delivery`` (produce(), produce_values())."""
+        return new_delivery_counter(on_ok, on_error)
 
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int = -1,
                       callback: Callable[..., Any] | None = None,
@@ -541,22 +586,12 @@ class Producer(_ProducerBase):
         ready = self._buffers.ready
         if not ready:
             return 0
-        served = 0
         lock = self._serve_lock
         lock.acquire()
         try:
-            while ready:
-                report = ready[0]
-                try:
-                    ready.popleft()
-                except KeyboardInterrupt:  # raised once the call returned: the report was removed
-                    ready.appendleft(report)
-                    raise
-                served += 1
-                report[0](report[1], report[2])
+            return _serve_reports(ready)  # in C with the extension (serve_reports), else serve_reports_py
         finally:
             lock.release()
-        return served
 
     def flush(self, timeout: float | None = None) -> int:
         """Send everything now (ignoring linger.ms) and serve delivery reports until none are outstanding
@@ -847,6 +882,16 @@ class Producer(_ProducerBase):
 
         produce.__doc__ = inner.__doc__
         self.produce = produce  # type: ignore[method-assign]
+        inner_values = self.produce_values
+
+        def produce_values(*args: Any, **kwargs: Any) -> int:
+            txn = self._txn
+            if txn is not None and not txn.may_enq and self._fatal is None and not self._closed:
+                raise txn.produce_refused()
+            return inner_values(*args, **kwargs)
+
+        produce_values.__doc__ = inner_values.__doc__
+        self.produce_values = produce_values  # type: ignore[method-assign]
         # A toppar host that dies takes the messages it held with it: the transaction cannot commit.
         self._handle.on_actors_down(lambda *_args: self._txn is not None and self._txn.note_failed(1))
 

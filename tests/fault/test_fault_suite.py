@@ -335,9 +335,11 @@ def client_rss(exclude: set[int]) -> int:
     return total
 
 
-def test_stalled_broker_with_a_full_queue(net, unique_topic):
+@pytest.mark.parametrize("blocking", [False, True], ids=["BufferError", "block_timeout"])
+def test_stalled_broker_with_a_full_queue(net, unique_topic, blocking):
     """queue.buffering.max.messages bounds what a stalled broker makes the app hold: produce() raises
-    BufferError (confluent-kafka's backpressure), memory stays put, and everything goes once it is back."""
+    BufferError (confluent-kafka's backpressure) or, with ``block_timeout``, waits; memory stays put, and
+    everything goes once the broker is back."""
     proxy = net.proxy
     exclude = {net.tansu.pid}
     samples: list[int] = []
@@ -354,19 +356,25 @@ def test_stalled_broker_with_a_full_queue(net, unique_topic):
         proxy.blackhole_all()
 
         def heal():
+            samples.append(client_rss(exclude))
             proxy.half_open = False
             proxy.reset_all()
 
         later(3.0, heal)
 
-    row, _ = run_producer(net.bootstrap, unique_topic, P, {**IDEMPOTENT, "queue.buffering.max.messages": 500},
-                          scenario="stalled broker, full queue", fault_text="broker unreachable 3 s, queue 500",
-                          fault=fault, messages=MESSAGES, rate=RATE, verify_bootstrap=net.tansu.bootstrap,
-                          on_blocked=on_blocked)
+    row, run = run_producer(net.bootstrap, unique_topic, P, {**IDEMPOTENT, "queue.buffering.max.messages": 500},
+                            scenario="stalled broker, full queue",
+                            fault_text="broker unreachable 3 s, queue 500, " + (
+                                "produce(block_timeout=30)" if blocking else "BufferError"),
+                            fault=fault, messages=MESSAGES, rate=RATE, verify_bootstrap=net.tansu.bootstrap,
+                            on_blocked=on_blocked, block_timeout=30 if blocking else None)
     growth = (max(samples) - samples[0]) / 1e6
     row["stall_s"] = f"{row['stall_s']} (RSS +{growth:.1f} MB)"
     record_row(row)
-    assert blocked[0] > 0, "produce() never raised BufferError with the broker stalled"
+    if blocking:
+        assert blocked[0] == 0 and run.longest_produce >= 1.5, (blocked, run.longest_produce)  # it waited
+    else:
+        assert blocked[0] > 0, "produce() never raised BufferError with the broker stalled"
     assert growth < 64, samples
     assert_clean_producer(row)
 

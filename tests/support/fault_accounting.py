@@ -120,6 +120,7 @@ class ProducerRun:
         self.acked: set[int] = set()
         self.failed: list[tuple[int, Any]] = []
         self.ok_times: list[float] = []
+        self.longest_produce = 0.0
 
     def __call__(self, err: Any, msg: Any) -> None:
         seq = parse(msg.value())
@@ -134,9 +135,12 @@ def run_producer(bootstrap: str, topic: str, partitions: int, config: dict[str, 
                  fault_text: str, fault: Callable[[], object], messages: int = 2000, rate: int = 2000,
                  fault_at: int | None = None, keyed: bool = False, flush_timeout: float = 60,
                  verify_bootstrap: str | None = None, log: LogCapture | None = None,
-                 on_blocked: Callable[[], object] | None = None) -> tuple[dict[str, Any], ProducerRun]:
+                 on_blocked: Callable[[], object] | None = None,
+                 block_timeout: float | None = None) -> tuple[dict[str, Any], ProducerRun]:
     """Produce ``messages`` at ``rate`` msg/s (explicit partitions round-robin, or by key when ``keyed``),
-    call ``fault()`` at ``fault_at`` (a third in), flush, read the log back; returns (row, run)."""
+    call ``fault()`` at ``fault_at`` (a third in), flush, read the log back; returns (row, run). A full queue
+    calls ``on_blocked`` and polls (BufferError), or with ``block_timeout`` produce() itself waits that long
+    (``run.longest_produce`` is the longest call)."""
     from kqactors import Producer
 
     run = ProducerRun()
@@ -153,12 +157,15 @@ def run_producer(bootstrap: str, topic: str, partitions: int, config: dict[str, 
             if i == fault_at:
                 fault_time = time.monotonic()
                 fault()
+            extra = {} if block_timeout is None else {"block_timeout": block_timeout}
             while True:
                 try:
+                    called = time.monotonic()
                     if keyed:
-                        producer.produce(topic, numbered(i), key=b"k%d" % i)
+                        producer.produce(topic, numbered(i), key=b"k%d" % i, **extra)
                     else:
-                        producer.produce(topic, numbered(i), partition=i % partitions)
+                        producer.produce(topic, numbered(i), partition=i % partitions, **extra)
+                    run.longest_produce = max(run.longest_produce, time.monotonic() - called)
                     break
                 except BufferError:
                     if on_blocked is not None:

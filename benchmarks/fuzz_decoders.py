@@ -47,7 +47,8 @@ def targets(native) -> list[F.Target]:
 def report(count: int, started: float, findings: dict[str, str], engine: str, native) -> None:
     elapsed = time.monotonic() - started
     print(f"engine={engine} inputs={count} seconds={elapsed:.1f} rate={count / elapsed:,.0f}/s "
-          f"targets={len(TARGETS)} c_path={'yes' if native is not None else 'no'} findings={len(findings)}")
+          f"targets={len(TARGETS)} c_path={'yes' if native is not None else 'no'} "
+          f"c_path_random_inputs={RUN['c_inputs']} findings={len(findings)}")
     for key, sample in list(findings.items())[:20]:
         print(f"  {key}  <- {sample}")
 
@@ -64,8 +65,12 @@ def run_random(count: int, seed: int, native) -> dict[str, str]:
             done += 1
             if error is not None:
                 findings.setdefault(f"{target.name}: {type(error).__name__}: {str(error)[:120]}", repr(data[:60]))
+    # the protocol targets are many and cheap; the record decoders (and most of all the C path) get more turns
+    weights = [40 if t.name.endswith("(C)") else 10 if t.errors is F.RECORD_ERRORS else 1 for t in TARGETS]
     while done < count:
-        target = rng.choice(TARGETS)
+        target = rng.choices(TARGETS, weights)[0]
+        if target.name.endswith("(C)"):
+            RUN["c_inputs"] += 1
         data = F.mutate(target.valid, rng)
         if target.fix is not None and rng.random() < 0.8:
             data = bytes(target.fix(bytearray(data)))
@@ -105,7 +110,7 @@ def run_atheris(count: int) -> None:
     atheris.Fuzz()
 
 
-RUN = {"count": 0}
+RUN = {"count": 0, "c_inputs": 0}
 TARGETS: list[F.Target] = []
 NATIVE = None
 

@@ -103,6 +103,7 @@ def run_atheris(count: int) -> None:
             findings.setdefault(f"{target.name}: {type(error).__name__}: {str(error)[:120]}", repr(body[:60]))
         if RUN["count"] >= count:
             report(RUN["count"], started, findings, "atheris", NATIVE)
+            sys.stdout.flush()
             os._exit(1 if findings else 0)
 
     atheris.instrument_all()  # coverage of every loaded Python function guides the mutations

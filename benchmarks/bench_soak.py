@@ -58,7 +58,9 @@ def sample(exclude: set[int]) -> dict[int, tuple[str, int, int]]:
         if proc.pid in exclude:
             continue
         try:
-            name = "app" if proc.pid == me.pid else " ".join(proc.cmdline()[-2:])[-40:]
+            cmdline = proc.cmdline()
+            name = "app" if proc.pid == me.pid else (
+                f"host {cmdline[cmdline.index('--key') + 1]}" if "--key" in cmdline else " ".join(cmdline[-2:])[-40:])
             out[proc.pid] = (name, proc.memory_info().rss, proc.num_fds())
         except psutil.Error:
             pass

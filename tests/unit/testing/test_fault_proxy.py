@@ -107,16 +107,16 @@ def test_frames_pass_unchanged_both_ways(proxy: FaultProxy) -> None:
 
 def test_latency_delays_each_direction_and_can_be_switched_off(proxy: FaultProxy) -> None:
     with connect(proxy) as sock:
-        proxy.set_latency(0.3)
+        proxy.set_latency(0.5)
         started = time.monotonic()
         request(sock, 1)
         assert read_frame(sock) == SIZE.pack(1) + b"hello"
-        assert time.monotonic() - started >= 0.55  # 0.3 s to the broker and 0.3 s back
+        assert time.monotonic() - started >= 0.95  # 0.5 s to the broker and 0.5 s back
         proxy.set_latency(0)
         started = time.monotonic()
         request(sock, 2)
         assert read_frame(sock) == SIZE.pack(2) + b"hello"
-        assert time.monotonic() - started < 0.55
+        assert time.monotonic() - started < 0.9  # a loopback echo, however loaded the machine
 
 
 def test_bandwidth_cap_slows_a_large_frame(proxy: FaultProxy) -> None:

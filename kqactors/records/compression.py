@@ -349,6 +349,8 @@ def lz4_decompress_legacy(data: Buffer) -> bytes:
     """Decompress lz4 from a magic-0 message, whose writers hashed the frame magic into the header checksum."""
     frame = bytearray(data)
     checksum_at = lz4_frame_descriptor_end(bytes(frame))
-    if frame[checksum_at] == lz4_header_checksum(bytes(frame), kafka_legacy_bug=True):
+    # Kafka's magic-0 writer sets neither the content-size nor the dictionary flag (a 6-byte descriptor); a
+    # descriptor of 16 bytes or more is not that bug's, and its checksum is left for the codec to judge
+    if checksum_at < 16 and frame[checksum_at] == lz4_header_checksum(bytes(frame), kafka_legacy_bug=True):
         frame[checksum_at] = lz4_header_checksum(bytes(frame))
     return decompress(LZ4, frame)

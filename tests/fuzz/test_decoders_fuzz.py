@@ -149,6 +149,15 @@ def test_real_output_beyond_the_bound_is_refused(monkeypatch, codec, declared) -
         comp.decompress(codec, payload)
 
 
+def test_a_magic_0_lz4_frame_with_a_long_descriptor_is_a_compression_error() -> None:
+    """Found by the sweep: content-size and dictionary flags make the descriptor 18 bytes, which the legacy
+    checksum repair could not hash (a bare ValueError escaped the record decoder)."""
+    frame = bytearray(comp.compress(comp.LZ4, b"inner"))
+    frame[4] |= 0x09  # FLG: content size and dictionary id present
+    with pytest.raises(comp.CompressionError):
+        comp.lz4_decompress_legacy(bytes(frame) + b"\x00" * 12)
+
+
 SWEEP = textwrap.dedent("""
     import resource, sys
     def vm():

@@ -292,7 +292,8 @@ class Connection:
 
     def feed(self, data: bytes | memoryview, now: float) -> list[Completion]:
         """Bytes from the socket; returns the requests they complete. A framing error raises ConnectionError
-        (the actor then disconnects, which fails everything outstanding)."""
+        (the actor then disconnects, which fails everything outstanding); the requests that frames before the
+        bad one completed ride on it as ``completions``, so their answers are not lost with it."""
         rx = self._rx
         rx += data
         done: list[Completion] = []
@@ -301,12 +302,18 @@ class Connection:
             while len(rx) - pos >= 4:
                 (size,) = _SIZE.unpack_from(rx, pos)
                 if size < 4 or size > self.max_response_size:
-                    raise ConnectionError(f"Invalid response size {size} (0..{self.max_response_size}): "
-                                          "increase receive.message.max.bytes")
+                    error = ConnectionError(f"Invalid response size {size} (0..{self.max_response_size}): "
+                                            "increase receive.message.max.bytes")
+                    error.completions = done  # type: ignore[attr-defined]
+                    raise error
                 if len(rx) - pos - 4 < size:
                     break
-                with view[pos + 4:pos + 4 + size] as frame:
-                    completion = self._on_frame(frame, now)
+                try:
+                    with view[pos + 4:pos + 4 + size] as frame:
+                        completion = self._on_frame(frame, now)
+                except ConnectionError as error:
+                    error.completions = done  # type: ignore[attr-defined]
+                    raise
                 pos += 4 + size
                 if completion is not None:
                     done.append(completion)
@@ -328,6 +335,9 @@ class Connection:
         try:
             _, offset = decode_response_header(frame, req.api_key, req.api_version)
         except ProtocolError as exc:
+            # back in flight, so the disconnect this causes fails it (_TRANSPORT) like every other in-flight
+            # request, instead of leaving its owner waiting for a completion that never comes
+            self.in_flight[corr_id] = req
             raise ConnectionError(f"bad response header for corr id {corr_id}: {exc}") from exc
         body = bytes(frame[offset:])
         if req.handshake:

@@ -4,6 +4,12 @@ Owns the codec table of the Kafka record formats: ids (attributes bits 0-2), lib
 ``compression.level`` translation, and compress/decompress for gzip, snappy (raw blocks on write, raw or
 xerial-framed on read), lz4 (frame format; the broken header checksum of magic-0 messages is repaired) and
 zstd. Every codec failure surfaces as CompressionError carrying librdkafka's ``_BAD_COMPRESSION`` code.
+
+Decompression is bounded: a payload may not decompress to more than ``MAX_DECOMPRESSED_BYTES`` (librdkafka
+bounds it by receive.message.max.bytes, whose default this is), and a size a payload declares (snappy's
+preamble, an lz4 or zstd frame's content size) is believed only up to that bound and, for snappy, up to what
+its compressed bytes can expand to; so a few bytes claiming 2 GiB are a CompressionError, not a 2 GiB
+allocation.
 """
 
 from __future__ import annotations
@@ -41,6 +47,15 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")
 _XERIAL_BLOCK_SIZE = 32 * 1024
 _INT32 = struct.Struct(">i")
+
+#: The most a payload may decompress to (librdkafka's receive.message.max.bytes default).
+MAX_DECOMPRESSED_BYTES = 100_000_000
+_CHUNK = 1 << 20
+#: snappy's densest element, a 3-byte copy, writes 64 bytes: no block expands more than ~21.3 times
+_SNAPPY_MAX_RATIO = 22
+#: deflate's and lz4's densest encodings expand ~1032 and ~255 times
+_GZIP_MAX_RATIO = 1032
+_LZ4_MAX_RATIO = 256
 
 
 def codec_id(name: str) -> int:
@@ -133,28 +148,65 @@ def snappy_xerial_compress(data: Buffer, block_size: int = _XERIAL_BLOCK_SIZE) -
 # -------------------------------------------------------------------------------------------- decompress
 
 
+def _too_big(codec: str, size: int) -> CompressionError:
+    return CompressionError(f"{codec} payload would decompress to {size} bytes, more than the "
+                            f"{MAX_DECOMPRESSED_BYTES} allowed")
+
+
 def _gzip_decompress(data: Buffer) -> bytes:
     parts = []
+    total = 0
     remaining = bytes(data)
+    bounded = len(remaining) * _GZIP_MAX_RATIO > MAX_DECOMPRESSED_BYTES  # else no output can be too big
     while remaining:
         decompressor = zlib.decompressobj(47)  # 32+15: accept gzip or zlib headers
-        parts.append(decompressor.decompress(remaining))
+        if not bounded:
+            parts.append(decompressor.decompress(remaining))
+        else:
+            chunk = decompressor.decompress(remaining, _CHUNK)
+            while True:
+                total += len(chunk)
+                if total > MAX_DECOMPRESSED_BYTES:
+                    raise _too_big("gzip", total)
+                parts.append(chunk)
+                if not decompressor.unconsumed_tail:
+                    break
+                chunk = decompressor.decompress(decompressor.unconsumed_tail, _CHUNK)
         if not decompressor.eof:
             raise CompressionError("truncated gzip stream")
         remaining = decompressor.unused_data  # concatenated gzip members
     return b"".join(parts)
 
 
+def _snappy_raw(block: Buffer) -> bytes:
+    """One raw snappy block, its declared length checked first (the codec allocates it before reading on)."""
+    view = memoryview(block)
+    declared = shift = pos = 0
+    while True:
+        if pos >= len(view) or pos > 4:
+            raise CompressionError("snappy block has no valid length preamble")
+        byte = view[pos]
+        declared |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            break
+        shift += 7
+    if declared > min(MAX_DECOMPRESSED_BYTES, len(view) * _SNAPPY_MAX_RATIO + 64):
+        raise CompressionError(f"snappy block of {len(view)} bytes declares {declared} bytes uncompressed")
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
 def _snappy_decompress(data: Buffer) -> bytes:
     if bytes(data[:8]) == XERIAL_MAGIC:
         return _snappy_xerial_decompress(memoryview(data))
-    return bytes(cramjam.snappy.decompress_raw(data))
+    return _snappy_raw(data)
 
 
 def _snappy_xerial_decompress(view: memoryview) -> bytes:
     if len(view) < _XERIAL_HEADER.size:
         raise CompressionError("truncated xerial snappy header")
     parts = []
+    total = 0
     pos = _XERIAL_HEADER.size
     end = len(view)
     while pos < end:
@@ -164,28 +216,58 @@ def _snappy_xerial_decompress(view: memoryview) -> bytes:
         pos += 4
         if block_len < 0 or pos + block_len > end:
             raise CompressionError(f"xerial snappy block of {block_len} bytes overruns the payload")
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + block_len])))
+        parts.append(_snappy_raw(view[pos : pos + block_len]))
+        total += len(parts[-1])
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise _too_big("snappy", total)
         pos += block_len
     return b"".join(parts)
 
 
 def _lz4_decompress(data: Buffer) -> bytes:
-    return lz4.frame.decompress(data)
+    declared = lz4.frame.get_frame_info(data)["content_size"]  # 0: not declared
+    if declared > MAX_DECOMPRESSED_BYTES:
+        raise _too_big("lz4", declared)
+    if declared or len(data) * _LZ4_MAX_RATIO <= MAX_DECOMPRESSED_BYTES:
+        return lz4.frame.decompress(data)
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    parts = [decompressor.decompress(data, max_length=_CHUNK)]
+    total = len(parts[0])
+    while not decompressor.eof and decompressor.needs_input is False:
+        parts.append(decompressor.decompress(b"", max_length=_CHUNK))
+        total += len(parts[-1])
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise _too_big("lz4", total)
+    if not decompressor.eof:
+        raise CompressionError("truncated lz4 frame")
+    return b"".join(parts)
 
 
 _zstd_decompressor = zstandard.ZstdDecompressor()
 
 
 def _zstd_decompress(data: Buffer) -> bytes:
-    try:
+    declared = zstandard.frame_content_size(data)  # -1: not declared
+    if declared > MAX_DECOMPRESSED_BYTES:
+        raise _too_big("zstd", declared)
+    if declared >= 0:
         return _zstd_decompressor.decompress(data)
-    except zstandard.ZstdError:
-        # Streaming writers (zstd-jni, librdkafka) may omit the content size; decode incrementally.
-        decompressor = _zstd_decompressor.decompressobj()
-        out = decompressor.decompress(bytes(data))
-        if not decompressor.eof:
-            raise CompressionError("truncated zstd frame") from None
-        return out
+    # Streaming writers (zstd-jni, librdkafka) may omit the content size; decode incrementally, bounded: an
+    # input slice of 1 KiB writes at most ~32 MiB (a 4-byte RLE block writes 128 KiB)
+    decompressor = _zstd_decompressor.decompressobj()
+    parts = []
+    total = 0
+    view = memoryview(data)
+    for start in range(0, len(view), 1024):
+        parts.append(decompressor.decompress(view[start : start + 1024]))
+        total += len(parts[-1])
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise _too_big("zstd", total)
+        if decompressor.eof:
+            break
+    if not decompressor.eof:
+        raise CompressionError("truncated zstd frame")
+    return b"".join(parts)
 
 
 _DECOMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
@@ -267,6 +349,8 @@ def lz4_decompress_legacy(data: Buffer) -> bytes:
     """Decompress lz4 from a magic-0 message, whose writers hashed the frame magic into the header checksum."""
     frame = bytearray(data)
     checksum_at = lz4_frame_descriptor_end(bytes(frame))
-    if frame[checksum_at] == lz4_header_checksum(bytes(frame), kafka_legacy_bug=True):
+    # Kafka's magic-0 writer sets neither the content-size nor the dictionary flag (a 6-byte descriptor); a
+    # descriptor of 16 bytes or more is not that bug's, and its checksum is left for the codec to judge
+    if checksum_at < 16 and frame[checksum_at] == lz4_header_checksum(bytes(frame), kafka_legacy_bug=True):
         frame[checksum_at] = lz4_header_checksum(bytes(frame))
     return decompress(LZ4, frame)

@@ -469,6 +469,7 @@ class BrokerActor(Actor):
             return
         except (OSError, ConnectionError) as exc:
             self.conn.counters.rxerrs += 1
+            self._dispatch(getattr(exc, "completions", []))  # answered before the bad frame (core/connection)
             self._disconnect(f"receive failed: {exc}", now, getattr(exc, "error_code", KafkaError._TRANSPORT))
             return
         state = self.conn.state

@@ -460,3 +460,22 @@ def test_versions_come_from_the_request_table_through_negotiate():
     assert conn.version_for(REQUEST_KINDS["Metadata"]) == 12
     assert conn.version_for(REQUEST_KINDS["Fetch"]) is None  # not offered by this broker
     assert conn.versions[PRODUCE] == 9 and PRODUCE in conn.versions.broker
+
+
+@pytest.mark.parametrize("bad", ["size", "header"])
+def test_a_bad_frame_keeps_the_answers_before_it_and_fails_the_rest_on_disconnect(bad):
+    """A garbage frame drops the connection, but the responses read before it in the same feed still complete
+    (they ride on the error), and the request whose header was unreadable fails _TRANSPORT on disconnect
+    instead of waiting forever."""
+    conn = up_connection()
+    for i in range(3):
+        conn.enqueue(Request(PRODUCE, 9, [b"x"], flexible=True, context=i), 1.0)
+    first, second, _ = (r["corr_id"] for r in parse_requests(drain(conn)))
+    garbage = (struct.pack(">i", -5) + b"\x00" * 8 if bad == "size"
+               else struct.pack(">ii", 5, second) + b"\xff")  # the tag-section count runs past the frame
+    with pytest.raises(ConnectionError) as caught:
+        conn.feed(response_frame(first, b"ok", True) + garbage, 1.1)
+    assert [(c.request.context, c.response) for c in caught.value.completions] == [(0, b"ok")]
+    failed = conn.on_disconnect(1.2, "receive failed")
+    assert sorted(c.request.context for c in failed) == [1, 2]
+    assert all(c.error_code == KafkaError._TRANSPORT for c in failed)

@@ -1,0 +1,163 @@
+"""Soak: produce and consume at half the producer's maximum rate for N minutes, sampling every process's RSS and
+open file descriptors, and report their growth.
+
+Runs in: this process (a kqactors Producer and Consumer, each with its hosts as child processes); the broker is
+an embedded Tansu (child process) unless ``--bootstrap`` names one. The maximum rate is measured first (10 s flat
+out); the run then paces the producer at half of it with a consumer reading the same topic. Every ``--every``
+seconds each client process (this one and its children, the broker excluded) is sampled; growth is the last
+sample minus the first one after the warm-up (a tenth of the run, at least 30 s). The embedded Tansu keeps every
+message in memory (no retention), so the rate is capped by ``--rate-cap`` (10,000 msg/s: 30 minutes are 18M
+messages, ~3 GB in Tansu); ``--rate-cap 0`` soaks at the full half of the maximum (for a real broker).
+
+    python benchmarks/bench_soak.py --minutes 30            # the issue's run
+    python benchmarks/bench_soak.py --minutes 5 --every 10  # a shortened one
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kqactors import Consumer, Producer, TopicPartition  # noqa: E402
+
+VALUE = b"x" * 100
+PARTITIONS = 3
+
+
+def max_rate(bootstrap: str, topic: str, seconds: float = 10.0) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    sent = 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            producer.produce(topic, VALUE, partition=sent % PARTITIONS)
+            sent += 1
+        except BufferError:
+            producer.poll(0.01)
+        if sent % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    rate = sent / (time.monotonic() - started)
+    producer.close()
+    return rate
+
+
+def sample(exclude: set[int]) -> dict[int, tuple[str, int, int]]:
+    """{pid: (name, rss bytes, open fds)} of this process and its children, ``exclude`` left out."""
+    me = psutil.Process()
+    out = {}
+    for proc in [me, *me.children(recursive=True)]:
+        if proc.pid in exclude:
+            continue
+        try:
+            cmdline = proc.cmdline()
+            name = "app" if proc.pid == me.pid else (
+                f"host {cmdline[cmdline.index('--key') + 1]}" if "--key" in cmdline else " ".join(cmdline[-2:])[-40:])
+            out[proc.pid] = (name, proc.memory_info().rss, proc.num_fds())
+        except psutil.Error:
+            pass
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--every", type=float, default=30.0, help="seconds between samples")
+    parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--rate-cap", type=float, default=10_000.0, help="msg/s at most (0: no cap)")
+    args = parser.parse_args()
+    broker = None
+    exclude: set[int] = set()
+    if args.bootstrap is None:
+        from kqactors.testing.tansu import TansuBroker
+
+        broker = TansuBroker().start()
+        exclude.add(broker.pid)
+        bootstrap = broker.bootstrap
+    else:
+        bootstrap = args.bootstrap
+    topic = f"soak-{os.getpid()}"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the futures are done
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1),
+                                       NewTopic(topic + "-max", PARTITIONS, 1)]).values():
+        future.result(15)
+    try:
+        peak = max_rate(bootstrap, topic + "-max")
+        target = peak / 2 if args.rate_cap <= 0 else min(peak / 2, args.rate_cap)
+        print(f"maximum produce rate {peak:,.0f} msg/s; soaking at {target:,.0f} msg/s for {args.minutes} min")
+        stats = {"produced": 0, "acked": 0, "failed": 0, "consumed": 0}
+
+        def on_delivery(err, _msg):
+            stats["acked" if err is None else "failed"] += 1
+
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "on_delivery": on_delivery})
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, p, -2) for p in range(PARTITIONS)])
+        stop = threading.Event()
+
+        def consume():
+            while not stop.is_set():
+                stats["consumed"] += sum(1 for m in consumer.consume(1000, 0.2) if m.error() is None)
+
+        reader = threading.Thread(target=consume, daemon=True)
+        reader.start()
+        started = time.monotonic()
+        end = started + args.minutes * 60
+        warmup = started + max(30.0, args.minutes * 6)
+        next_sample = started
+        samples: list[tuple[float, dict]] = []
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= next_sample:
+                samples.append((now - started, sample(exclude)))
+                snap = samples[-1][1]
+                print(f"t={now - started:6.0f}s produced={stats['produced']} consumed={stats['consumed']} "
+                      f"rss={sum(v[1] for v in snap.values()) / 1e6:.1f}MB fds={sum(v[2] for v in snap.values())}",
+                      flush=True)
+                next_sample += args.every
+            due = int((now - started) * target)
+            while stats["produced"] < due:
+                try:
+                    producer.produce(topic, VALUE, partition=stats["produced"] % PARTITIONS)
+                    stats["produced"] += 1
+                except BufferError:
+                    break
+            producer.poll(0.005)
+        producer.flush(60)
+        deadline = time.monotonic() + 60
+        while stats["consumed"] < stats["acked"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        samples.append((time.monotonic() - started, sample(exclude)))
+        stop.set()
+        reader.join(5)
+        base = next((snap for t, snap in samples if t >= warmup - started), samples[0][1])
+        last = samples[-1][1]
+        print(f"\nproduced {stats['produced']}, acked {stats['acked']}, failed {stats['failed']}, "
+              f"consumed {stats['consumed']}")
+        print("| process | RSS after warm-up MB | RSS at end MB | growth MB | fds after warm-up | fds at end |")
+        print("|---|---|---|---|---|---|")
+        for pid, (name, rss, fds) in sorted(last.items()):
+            if pid in base:
+                _, rss0, fds0 = base[pid]
+                print(f"| {name} ({pid}) | {rss0 / 1e6:.1f} | {rss / 1e6:.1f} | {(rss - rss0) / 1e6:+.1f} | {fds0} "
+                      f"| {fds} |")
+        producer.close()
+        consumer.close()
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

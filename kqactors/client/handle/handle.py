@@ -157,12 +157,12 @@ class ClientHandle:
 
     def _spawn_client_actors(self, rt: Runtime, main_factory: str) -> None:
         """This client's actors on host 0, own runtime or attached: the OAUTHBEARER token source first (oauth_cb
-        runs once here), then ``main``, waited for (spawned without its answer, a broker going down and up left a
-        partition's messages undelivered); then the runtime's host-death notices."""
+        runs once here), then ``main``, not waited for (the constructor returns while main's host starts; what the
+        facade sends meanwhile waits there); then the runtime's host-death notices."""
         if needs_token_actor(self.shipped):
             rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
                      token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
-        rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
+        rt.spawn("main", main_factory, {"config": self.shipped}, host=0, wait=False)
         self.notices = rt.monitor()
 
     def close(self) -> None:

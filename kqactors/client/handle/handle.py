@@ -136,10 +136,12 @@ class ClientHandle:
         rt = Runtime(hosts=self.hosts + 1, wait_ready=False)
         try:
             self._start_log_forwarders(rt)
+            # main first: on the main host (where the toppars run with kqactors.hosts 0 or adaptive) its bootstrap
+            # connections then proceed while the host imports the toppar pipeline
+            self._spawn_client_actors(rt, main_factory)
             preload = list(preload)
             if preload:
                 rt.preload(preload, self.toppar_hosts())
-            self._spawn_client_actors(rt, main_factory)
         except BaseException:
             rt.close()
             raise

@@ -186,7 +186,7 @@ _TABLE: tuple[Property, ...] = (
            "climbs (kqactors.placement.scale.rate), up to the CPU cores (env KQACTORS_CPU_COUNT overrides the "
            "count), moving toppars without losing order; a consumer's toppars stay on the main host. "
            "0 runs the toppars on the main host for good; N > 0 starts N toppar hosts at once"),
-    _p("kqactors.placement.scale.rate", INT, "P", 20_000, 1, INT32_MAX,
+    _p("kqactors.placement.scale.rate", INT, "P", 5_000, 1, INT32_MAX,
        doc="Adaptive placement (kqactors.hosts=-1): messages/s handed to the toppars, per host running them "
            "(main's counts as one while it runs them), above which one more toppar host is started"),
     _p("kqactors.runtime.dir", STRING, "*", "",

@@ -12,7 +12,8 @@ reach the broker, and their delivery reports the app, in produce() order:
    crash-recovery path: ``TOPPAR_RECOVER`` with the idempotent sequences to go on from (else ``TOPPAR_RESTARTED``),
    then the held messages in msgid order, before any new one.
 
-Transactional producers are not moved (a toppar in a transaction is registered with the coordinator).
+A host that dies during a move ends the wait: its successor is re-handed every unreported message, as after any
+crash. Transactional producers are not moved (a toppar in a transaction is registered with the coordinator).
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ class TopparMoves:
             if not move.stopped:
                 with self._lock:
                     oldest = next(iter(buf.pending), None)
-                if oldest is not None and oldest <= move.sent_upto:
+                # Its host died meanwhile (restart_notice): what the old toppar held is gone; its successor is
+                # re-handed everything unreported, as after any crash.
+                if not buf.restart_notice and oldest is not None and oldest <= move.sent_upto:
                     continue  # the old toppar still holds messages: their reports come first
                 try:
                     self._rt.stop(name)

@@ -786,7 +786,10 @@ class Producer(_ProducerBase):
             while (op := queue.poll(0)) is not None:
                 if op.type == pops.SEQ:
                     note_sequences(self._buffers, op.payload)
+        moves = self._moves
         for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
+            if moves and moves.holding(buf.name):
+                continue  # moving: its successor gets these (moves.py)
             ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
             try:
                 self._rt.send_many((buf.name, op) for op in ops_)

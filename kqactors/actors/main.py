@@ -327,11 +327,27 @@ class MainActor(TxnWiring, Actor):
             if toppar is not None:
                 self.ctx.send(toppar, Op(pops.LEADER, pops.leader_payload(
                     change.topic, change.partition, self._routable(change.new_leader), change.leader_epoch)))
+        if delta.brokers_added:
+            self._leaders_now_routable({info.node_id for info in delta.brokers_added},
+                                       {(change.topic, change.partition) for change in delta.leader_changes})
         for topic in set(delta.partition_counts) | set(delta.topic_errors):
             if topic in self.topics:
                 self.ctx.send(self.app, Op(ops.TOPIC_PARTITIONS, ops.topic_partitions_payload(
                     topic, self.cache.partition_count(topic), self.cache.topic_error(topic))))
         return delta
+
+    def _leaders_now_routable(self, added: set[int], changed: set[tuple[str, int]]) -> None:
+        """Partitions whose leader did not change but whose broker was (re)added: a metadata answer without
+        that broker (it was down) told their toppars broker -1, and the leader staying the same when it came
+        back is no leader change. Without this their messages waited for good (a broker down at start-up)."""
+        for (topic, partition), toppar in self.toppars.items():
+            leader = self.cache.leader(topic, partition)
+            if leader not in added or (topic, partition) in changed:
+                continue
+            epoch = self.cache.leader_epoch(topic, partition)
+            self.ctx.send(ops.broker_name(leader), Op(ops.PARTITION_JOIN,
+                                                      ops.partition_membership_payload(topic, partition, epoch)))
+            self.ctx.send(toppar, Op(pops.LEADER, pops.leader_payload(topic, partition, leader, epoch)))
 
     def _routable(self, node_id: int) -> int:
         return node_id if node_id in self.brokers else -1

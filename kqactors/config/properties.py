@@ -8,7 +8,6 @@ own ``kqactors.*`` properties.  Validation and cross-property rules live in ``kq
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 __all__ = ["Property", "PROPERTIES", "ALIASES", "LIBRDKAFKA_ONLY", "PYTHON_ONLY", "BOOL", "INT", "FLOAT",
@@ -180,10 +179,16 @@ _TABLE: tuple[Property, ...] = (
     _p("oauth_cb", CALLBACK, "*", doc="oauth_cb(sasl.oauthbearer.config) -> (token, expiry seconds since the "
                                       "epoch[, principal[, extensions]]); runs in the app"),
     # ---- kqactors' own -----------------------------------------------------------------------------
-    _p("kqactors.hosts", INT, "*", os.cpu_count() or 1, 0, 1024,
-       doc="Number of toppar host processes (record encode/decode, compression); default = CPU cores. "
-           "0 runs the toppars in the main host process: one process and one hop fewer each way, for "
-           "the lowest latency and CPU at modest rates, with encode/decode on one core"),
+    _p("kqactors.hosts", INT, "*", -1, -1, 1024,
+       doc="Number of toppar host processes (record encode/decode, compression). -1 (default): adaptive — the "
+           "client starts with its main host alone, which runs the toppars (two processes, one process hop "
+           "fewer each way: the lowest latency and footprint), and a producer starts toppar hosts as its rate "
+           "climbs (kqactors.placement.scale.rate), up to the CPU cores (env KQACTORS_CPU_COUNT overrides the "
+           "count), moving toppars without losing order; a consumer's toppars stay on the main host. "
+           "0 runs the toppars on the main host for good; N > 0 starts N toppar hosts at once"),
+    _p("kqactors.placement.scale.rate", INT, "P", 5_000, 1, INT32_MAX,
+       doc="Adaptive placement (kqactors.hosts=-1): messages/s handed to the toppars, per host running them "
+           "(main's counts as one while it runs them), above which one more toppar host is started"),
     _p("kqactors.runtime.dir", STRING, "*", "",
        doc="Attach to the shared runtime run by `kqactors runtime --dir DIR` instead of starting this client's "
            "own actor hosts (kqactors.hosts is then the runtime's); producers with the same settings share its "
@@ -208,7 +213,7 @@ ALIASES: dict[str, str] = {
 
 # Keys that only exist at the confluent-kafka Python level (not librdkafka properties).
 PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "logger", "on_delivery", "on_commit",
-                         "default.topic.config", "kqactors.hosts", "oauth_cb",
+                         "default.topic.config", "kqactors.hosts", "kqactors.placement.scale.rate", "oauth_cb",
                          "kqactors.runtime.dir"})
 
 # librdkafka properties set through a dedicated C API: librdkafka refuses them in a configuration dict

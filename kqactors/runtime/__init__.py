@@ -1,6 +1,8 @@
 """Runs in: every process. The actor runtime: ops, queues, actors, hosts and their supervision.
 
-Imports nothing Kafka-specific; the Kafka layer maps :class:`ActorError` codes onto librdkafka's.
+Imports nothing Kafka-specific; the Kafka layer maps :class:`ActorError` codes onto librdkafka's. ``Runtime`` and
+``AppQueue`` (the app's side: supervisor, process control, subprocess, tempfile) load on first use, so an actor
+host, which imports this package too, does not carry them.
 """
 
 from .actor import Actor, ActorContext, on
@@ -19,7 +21,6 @@ from .op import (
     encode_batch,
 )
 from .queue import CallbackRegistry, OpQueue
-from .runtime import AppQueue, Runtime
 from .timers import TimerHeap
 
 __all__ = [
@@ -27,3 +28,11 @@ __all__ = [
     "Actor", "ActorContext", "ActorError", "AppQueue", "CallbackRegistry", "ErrorCode", "Op", "OpError",
     "OpQueue", "Runtime", "TimerHeap", "decode_batch", "encode_batch", "on",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("AppQueue", "Runtime"):
+        from . import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

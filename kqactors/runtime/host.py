@@ -270,12 +270,12 @@ class HostCore:
         if slot is None:
             if target in self._stopped:
                 self._undeliverable(op, ErrorCode.DEAD_ACTOR, f"{target} has stopped", expected=True)
-            elif op.sender == APP:
-                # Its SPAWN may still be on its way: the app sends it on the supervisor's socket without
-                # waiting for the answer (a client starting), its first ops on another one, unordered.
-                self._wait_for_publication(op)
             else:
-                self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on {self.host_key}")
+                # Its SPAWN may still be on its way: the supervisor publishes a name to the other hosts before
+                # it sends the SPAWN (on its own socket, unordered with the app's and the other hosts'), and
+                # a client does not wait for the answer. An actor elsewhere may already address it (a toppar
+                # joining main while main's host still starts): dropping that op lost the join for good.
+                self._wait_for_publication(op)
             return
         if slot.ns is not None and op.sender:
             op.sender = strip(slot.ns, op.sender)  # an actor in a namespace sees plain names (namespace.py)

@@ -169,6 +169,19 @@ class ZmqControl:
         self.ready.update(op.payload.get("host") for op in ops if op.type == READY)
         return ops
 
+    def is_ready(self, key: str) -> bool:
+        """Has host ``key`` reported READY? Never blocks: reads what the supervisor's inbox holds now (only READY
+        notices wait there between calls; a call in progress on another thread reads them itself)."""
+        if key in self.ready:
+            return True
+        if self._io_lock.acquire(blocking=False):
+            try:
+                self.ready.update(op.payload.get("host") for batch in self.inbox.recv_batches() for op in batch
+                                  if op.type == READY)
+            finally:
+                self._io_lock.release()
+        return key in self.ready
+
     def send(self, key: str, ops: list[Op]) -> None:
         with self._io_lock:
             self.outbox.send(key, ops)

@@ -306,6 +306,21 @@ class Runtime:
         sup.spawn(name, actor_factory, args, parent, key, timeout, wait)
         return key
 
+    def add_hosts(self, count: int = 1, *, wait: bool = False, timeout: float = 30.0) -> list[str]:
+        """Start ``count`` more host processes (keys h<N>, N after the last) and return their keys: placement
+        that follows the load starts hosts when it needs them. ``wait=False`` (default) returns once they are
+        launched; ops and spawns sent meanwhile wait in their sockets, as with ``Runtime(wait_ready=False)``."""
+        self._check_usable()
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"count must be a positive int, got {count!r}")
+        sup = self._plumbing.supervisor
+        with sup._lock:  # noqa: SLF001 - one numbering for concurrent callers
+            start = len(self.host_keys)
+            keys = [f"h{start + i}" for i in range(count)]
+            sup.add_hosts(keys, timeout, wait)
+            self.host_keys.extend(keys)
+        return keys
+
     def preload(self, modules: Iterable[str], hosts: Iterable[int | str]) -> None:
         """Have ``hosts`` (indexes or keys) import ``modules`` (names, or the "module:Factory" paths given to
         spawn) in the background, all at once. Actors spawned there later start without paying the import
@@ -338,6 +353,11 @@ class Runtime:
         """The OS pid of host ``key`` (None for the in-process transport or while it is down)."""
         control = self._plumbing.control
         return control.pid(key) if isinstance(control, ZmqControl) else None
+
+    def host_ready(self, key: str) -> bool:
+        """True once host ``key`` runs (it reported READY); never blocks. Always True in-process."""
+        control = self._plumbing.control
+        return control.is_ready(key) if isinstance(control, ZmqControl) else True
 
     def host_restarts(self, key: str) -> int:
         return self._plumbing.supervisor.restarts.get(key, 0)

@@ -118,6 +118,24 @@ class Supervisor:
         for key in self.host_keys:
             self.channel.send(key, [self._directory_op()])
 
+    def add_hosts(self, keys: list[str], timeout: float, wait: bool = True) -> None:
+        """Start more hosts while the runtime runs (placement that follows the load): each gets the whole
+        directory, the others the new host list. ``wait=False`` as for ``start``."""
+        with self._lock:
+            for key in keys:
+                if key in self.host_keys:
+                    raise ValueError(f"host {key!r} exists already")
+            launch = None if wait else getattr(self.channel, "launch_hosts", None)
+            if launch is not None:
+                launch(list(keys), timeout)
+            else:
+                self.channel.start_hosts(list(keys), timeout)
+            self.host_keys.extend(keys)
+            for key in keys:
+                self.restarts.setdefault(key, 0)
+                self.channel.send(key, [self._directory_op()])
+            self._broadcast(Op(DIRECTORY, {"hosts": list(self.host_keys)}, target=HOST_CONTROL))
+
     def _directory_op(self) -> Op:
         return Op(DIRECTORY, {"hosts": self.host_keys, "set": self.directory()}, target=HOST_CONTROL)
 

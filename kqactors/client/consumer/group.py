@@ -115,8 +115,10 @@ class GroupClient:
         if target is not None:
             self._queue.forward_to(target)
         host = runtime.host_of("main") if hasattr(runtime, "host_of") else None
+        # Not waited for: the constructor returns while main's host starts; ops sent to the actor meanwhile
+        # are held by its host until its SPAWN is served (the settings were validated above).
         runtime.spawn(actor_name, CGRP_FACTORY, {"config": shipped, "app_qid": self._queue.qid},
-                      host=host if host is not None else 0)
+                      host=host if host is not None else 0, wait=False)
         self._topics: list[str] = []
         self._resubscribe = False
         self._callbacks: dict[str, Callable[..., Any] | None] = {ASSIGN: None, REVOKE: None, LOST: None}

@@ -30,6 +30,7 @@ from kqactors.client.handle.oauth import (
     run_oauth_cb,
     token_actor_args,
 )
+from kqactors.client.handle.placement import AdaptivePlacement, core_count
 from kqactors.client.handle.sharing import GROUP_FACTORIES, group_key
 from kqactors.config import Config
 from kqactors.config.security import redact
@@ -91,11 +92,18 @@ class ClientHandle:
         if self.stats is None:
             self.shipped["statistics.interval.ms"] = 0  # nobody would read them: main collects none
         self.socket_timeout_s = int(conf["socket.timeout.ms"]) / 1000.0
-        #: toppar host processes (kqactors.hosts); 0 puts the toppars on the main host
+        #: toppar host processes (kqactors.hosts); 0 puts the toppars on the main host (adaptive placement starts
+        #: there too: ``placement`` then says when toppar hosts join, see placement.py)
         self.hosts = int(conf["kqactors.hosts"])
+        self.placement: AdaptivePlacement | None = None
+        if self.hosts < 0:
+            self.hosts = 0
+            if kind == "producer":
+                self.placement = AdaptivePlacement(core_count(), int(conf["kqactors.placement.scale.rate"]))
         #: a shared runtime to attach to (``kqactors runtime --dir``), or "" for a runtime of our own
         self.runtime_dir = str(conf.get("kqactors.runtime.dir") or "")
         if self.runtime_dir:
+            self.placement = None  # the shared runtime's hosts are fixed
             try:
                 self.hosts = int(read_runtime_info(self.runtime_dir)["toppar_hosts"])
             except ActorError as exc:
@@ -129,15 +137,32 @@ class ClientHandle:
         rt = Runtime(hosts=self.hosts + 1, wait_ready=False)
         try:
             self._start_log_forwarders(rt)
+            # main first: on the main host (where the toppars run with kqactors.hosts 0 or adaptive) its bootstrap
+            # connections then proceed while the host imports the toppar pipeline
+            self._spawn_client_actors(rt, main_factory)
             preload = list(preload)
             if preload:
                 rt.preload(preload, self.toppar_hosts())
-            self._spawn_client_actors(rt, main_factory)
         except BaseException:
             rt.close()
             raise
         self.rt = rt
         return rt
+
+    def add_toppar_host(self, preload: Iterable[str] = ()) -> int:
+        """Adaptive placement: start one more toppar host (not waited for), with its log forwarder and ``preload``
+        imported first; returns its host index. The caller tells ``placement.grew()`` once it runs
+        (``Runtime.host_ready``), so nothing is placed on a host still starting."""
+        assert self.rt is not None and self.placement is not None, "adaptive placement of a started client only"
+        (key,) = self.rt.add_hosts(1)
+        self._start_log_forwarders(self.rt, [key])
+        preload = list(preload)
+        if preload:
+            self.rt.preload(preload, [key])
+        self.log.debug_any("PLACEMENT", f"toppar host {key} starting ({self.placement.last_rate:.0f} msgs/s handed "
+                                        f"over; {self.placement.toppar_hosts + 1}/{self.placement.max_hosts} "
+                                        f"toppar hosts)")
+        return self.rt.host_keys.index(key)
 
     def _attach(self, main_factory: str) -> Runtime:
         """Attach to the shared runtime at ``kqactors.runtime.dir``: no process is started. A producer joins the
@@ -169,12 +194,12 @@ class ClientHandle:
 
     def _spawn_client_actors(self, rt: Runtime, main_factory: str) -> None:
         """This client's actors on host 0, own runtime or attached: the OAUTHBEARER token source first (oauth_cb
-        runs once here), then ``main``, waited for (spawned without its answer, a broker going down and up left a
-        partition's messages undelivered); then the runtime's host-death notices."""
+        runs once here), then ``main``, not waited for (the constructor returns while main's host starts; what the
+        facade sends meanwhile waits there); then the runtime's host-death notices."""
         if needs_token_actor(self.shipped):
             rt.spawn(sops.TOKEN_ACTOR, TOKEN_ACTOR_FACTORY,
                      token_actor_args(self.shipped, self.callbacks.get("oauth_cb")), host=0)
-        rt.spawn("main", main_factory, {"config": self.shipped}, host=0)
+        rt.spawn("main", main_factory, {"config": self.shipped}, host=0, wait=False)
         self.notices = rt.monitor()
 
     def close(self) -> None:
@@ -254,17 +279,18 @@ class ClientHandle:
             self.log.log(LOG_ERR, "ERROR", f"{self.name}: {error.str()}")
 
     # ---- logs and throttling -----------------------------------------------------------------------------
-    def _start_log_forwarders(self, rt: Runtime) -> None:
+    def _start_log_forwarders(self, rt: Runtime, keys: Iterable[str] | None = None) -> None:
         """One ``log/<host>`` actor per host: what code on an actor host logs through Python's logging comes to
         the app as LOG ops (spawned before anything else runs there, while the hosts are idle)."""
         config = {name: self.shipped.get(name) for name in ("log_level", "debug", "log.thread.name")}
-        for key in rt.host_keys:
+        for key in rt.host_keys if keys is None else keys:
             rt.spawn(f"log/{key}", LOG_FORWARDER, {"config": config}, host=key, wait=False)
 
     def _log_initialized(self) -> None:
         """librdkafka's first records: INIT (with any debug context) and the configuration (debug ``conf``)."""
         log = self.log
-        log.debug_any("INIT", f"kqactors v{__version__} {self.name} initialized (kqactors.hosts {self.hosts}, "
+        log.debug_any("INIT", f"kqactors v{__version__} {self.name} initialized (kqactors.hosts "
+                              f"{'adaptive' if self.placement is not None else self.hosts}, "
                               f"debug {','.join(sorted(log.contexts))})")
         if log.debugging("conf"):
             log.debug("conf", "CONF", "Client configuration:")

@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
+from kqactors.client.handle.placement import fixed_host_for
 from kqactors.client.producer.buffers import new_delivery_counter, new_producer_buffers, serve_reports_py
+from kqactors.client.producer.moves import TopparMoves
 from kqactors.client.producer.recovery import note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
@@ -196,6 +197,11 @@ class Producer(_ProducerBase):
         self._unassigned = UnassignedMessages(self._lookup_partition_count, self._release_held, self._fail_held,
                                               timeout_s=self._settings.message_timeout_ms / 1000.0,
                                               on_expired=self._expire_held)
+        # adaptive placement (kqactors.hosts=-1): toppar hosts join as the rate climbs and toppars move to them
+        # (moves.py); a transactional producer's toppars stay where they start
+        self._placement = None if conf["transactional.id"] else handle.placement
+        self._moves = TopparMoves(self._rt, self._buffers.lock, self._spawn_moved, self._logger)
+        self._joining: str | None = None  # a toppar host started for adaptive placement, not running yet
         self._txn: TransactionalApi | None = None
         if conf["transactional.id"]:
             self._txn_setup(int(conf["transaction.timeout.ms"]))
@@ -674,8 +680,8 @@ class Producer(_ProducerBase):
         buffers = self._buffers
         wake = self._wake
         while not self._closed:
-            if buffers.unsent or self._flushing:
-                wake.wait(self._tick_s)  # messages flow: hand over every tick
+            if buffers.unsent or self._flushing or self._moves or self._joining:
+                wake.wait(self._tick_s)  # messages flow (or toppars move): hand over every tick
                 wake.clear()
             else:
                 # Idle: sleep until a first message (or flush/close) wakes us, instead of ticking. The
@@ -733,6 +739,11 @@ class Producer(_ProducerBase):
 
     def _hand_over(self) -> None:
         self._handle.serve_notices()  # a toppar host died since the last one: see _actors_down
+        if self._joining is not None and self._rt.host_ready(self._joining):
+            self._joined()
+        if self._moves:
+            for buf in self._moves.advance():
+                buf.restart_notice = True  # its successor gets what was held back, before anything new
         self._recover_restarted()
         taken = self._buffers.take_all()
         if not taken:
@@ -740,7 +751,10 @@ class Producer(_ProducerBase):
         self._handed_at = time.monotonic()
         flush = self._flushing > 0
         sends = []
+        moves = self._moves
         for buf, first, count, first_enq, frame, headers, cuts in taken:
+            if moves and moves.holding(buf.name):
+                continue  # moving: held (pending) until its successor runs, see moves.py
             if not buf.spawned:
                 if not self._spawn(buf):
                     self._fail_handover(buf, first, count)
@@ -754,6 +768,9 @@ class Producer(_ProducerBase):
             if cuts:
                 payload["cuts"] = cuts
             sends.append((buf, Op(pops.PRODUCE, payload, [frame])))
+        if self._placement is not None and self._placement.note(sum(entry[2] for entry in taken)) \
+                and self._joining is None:
+            self._grow()
         if not sends:
             return
         try:
@@ -804,7 +821,10 @@ class Producer(_ProducerBase):
             while (op := queue.poll(0)) is not None:
                 if op.type == pops.SEQ:
                     note_sequences(self._buffers, op.payload)
+        moves = self._moves
         for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
+            if moves and moves.holding(buf.name):
+                continue  # moving: its successor gets these (moves.py)
             ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
             try:
                 self._rt.send_many((buf.name, op) for op in ops_)
@@ -833,11 +853,37 @@ class Producer(_ProducerBase):
             if not sibling.spawned:
                 self._spawn(sibling)  # on failure it is retried when a message goes there
 
-    def _spawn(self, buf: Any) -> bool:
-        # Consecutive partitions of a topic go to consecutive hosts, so a topic's load (compression and
-        # encoding) spreads over every host; a hash of the whole name can put all of them on one. With no
-        # toppar hosts (kqactors.hosts=0) toppars share the main host.
-        host = 1 + (zlib.crc32(buf.topic.encode()) + buf.partition) % self._hosts if self._hosts else 0
+    def _grow(self) -> None:
+        """Adaptive placement: start one more toppar host; once it runs, ``_joined`` moves toppars there."""
+        try:
+            index = self._handle.add_toppar_host([TOPPAR_FACTORY])
+        except (ActorError, OSError, ValueError) as exc:
+            self._logger.log(logging.WARNING, f"kqactors producer could not start a toppar host: {exc}")
+            return
+        self._joining = self._rt.host_keys[index]
+
+    def _joined(self) -> None:
+        """The new toppar host runs: place partitions over it too, and move the toppars that belong there now (at
+        the start of a hand-over: each move counts what was handed over so far as sent to the old toppar)."""
+        self._joining = None
+        self._placement.grew()
+        keys = self._rt.host_keys
+        for buf in list(self._buffers.partitions.values()):
+            if buf.spawned:
+                target = self._placement.host_for(buf.topic, buf.partition)
+                if keys[target] != buf.host:
+                    self._moves.start(buf, target)
+
+    def _spawn_moved(self, buf: Any, host: int) -> bool:
+        return self._spawn(buf, host)
+
+    def _spawn(self, buf: Any, host: int | None = None) -> bool:
+        # Consecutive partitions of a topic go to consecutive hosts (fixed_host_for); with no toppar hosts
+        # (kqactors.hosts=0, or adaptive placement while the rate is low) toppars share the main host.
+        if host is None:
+            placement = self._placement
+            host = (placement.host_for(buf.topic, buf.partition) if placement is not None
+                    else fixed_host_for(buf.topic, buf.partition, self._hosts))
         args = {"topic": buf.topic, "partition": buf.partition, **self._toppar_args}
         try:
             self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host, timeout=_SPAWN_TIMEOUT_S)

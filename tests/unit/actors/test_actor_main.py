@@ -236,3 +236,18 @@ def test_debug_contexts_log_brokers_metadata_and_leader_changes():
     quiet, ctx = started()
     ctx.requests[0][2](response(wire([1, 2])))
     assert ctx.take(ops.LOG) == []
+
+
+def test_a_leader_whose_broker_comes_back_is_routed_again():
+    """Broker 1 down: metadata lists the leader of t[0] as 1 but not broker 1 itself, so the toppar hears
+    broker -1. When broker 1 is listed again the leader has not changed, yet the toppar must hear of it."""
+    actor, ctx = started()
+    ctx.requests[0][2](response(wire([], brokers=(2,))))
+    actor.handle(Op(pops.TOPPAR_JOIN, {"topic": "t", "partition": 0}, sender="toppar/t/0"))
+    actor._on_tick(None)
+    ctx.requests[-1][2](response(wire([1], brokers=(2,))))
+    assert {payload["broker_id"] for _, payload in ctx.take(pops.LEADER)} == {-1}  # the join's answer, the change
+    actor.handle(Op(ops.METADATA_REFRESH, ops.metadata_refresh_payload("t", "refresh")))
+    ctx.requests[-1][2](response(wire([1], brokers=(1, 2))))
+    assert ctx.take(pops.LEADER) == [("toppar/t/0", pops.leader_payload("t", 0, 1, 0))]
+    assert ("broker/1", ops.partition_membership_payload("t", 0, 0)) in ctx.take(ops.PARTITION_JOIN)

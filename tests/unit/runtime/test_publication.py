@@ -67,8 +67,9 @@ def test_requests_to_unknown_names_still_fail_at_once() -> None:
 def test_ops_to_an_actor_stopped_here_are_dropped_quietly(caplog: pytest.LogCaptureFixture) -> None:
     """A client closing stops actors while ops to them are still on their way (a toppar's last
     B_FETCH_STOP to its broker actor): those are dropped without a warning; a request still gets its error
-    reply, and an op to a name that never ran here still warns."""
-    core = HostCore("h0", lambda key, ops: None)
+    reply, and an op to a name that never ran here still warns (once the wait for its SPAWN is over)."""
+    clock = FakeClock()
+    core = HostCore("h0", lambda key, ops: None, clock=clock)
     core.spawn("broker/1", "support.sample_actors:EchoActor", {}, "app")
     core.stop_actor("broker/1")
     replies: list[Op] = []
@@ -79,8 +80,12 @@ def test_ops_to_an_actor_stopped_here_are_dropped_quietly(caplog: pytest.LogCapt
         core.run()
         assert not [r for r in caplog.records if "dropped" in r.getMessage()]
         core.deliver([Op("B_FETCH_STOP", target="broker/2", sender="ctoppar/t/0")])
+        core.run()
+        assert not [r for r in caplog.records if "dropped" in r.getMessage()]
+        clock.advance(UNPUBLISHED_WAIT_S + 0.01)
+        core.run()
     assert [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()] == [
-        "host h0: op B_FETCH_STOP to broker/2 dropped: no actor named 'broker/2' on h0"]
+        "host h0: op B_FETCH_STOP to broker/2 dropped: no actor named 'broker/2'"]
     assert replies and replies[0].error is not None
     core.spawn("broker/1", "support.sample_actors:EchoActor", {}, "app")  # runs again: routed to it
     assert "broker/1" in core.actors
@@ -100,3 +105,24 @@ def test_continue_later_comes_after_this_turns_output_is_sent() -> None:
         turns += 1
     assert batches == [[0], [1], [2]]
     assert not core.has_work()
+
+
+def test_ops_from_another_host_to_an_actor_whose_spawn_has_not_arrived_are_held() -> None:
+    """The supervisor publishes a name before its SPAWN reaches the host, on another socket: an actor on a third
+    host may address it first (a toppar joining ``main`` while main's host still starts). Its host holds the
+    ops and serves them in order once the actor exists; they are dropped only after the wait."""
+    clock = FakeClock()
+    core = HostCore("h0", lambda key, ops: None, clock=clock)
+    core.deliver([Op("REMEMBER", {"n": 1}, target="late", sender="toppar/t/0"),
+                  Op("REMEMBER", {"n": 2}, target="late", sender="toppar/t/1")])
+    core.run()
+    core.spawn("late", "support.sample_actors:RecorderActor", {}, "app")
+    core.run()
+    assert core.actors["late"].actor.log == [["REMEMBER", {"n": 1}, 0, None], ["REMEMBER", {"n": 2}, 0, None]]
+    core.deliver([Op("REMEMBER", {"n": 3}, target="never", sender="toppar/t/0")])
+    core.run()
+    clock.advance(UNPUBLISHED_WAIT_S + 0.01)
+    core.run()
+    core.spawn("never", "support.sample_actors:RecorderActor", {}, "app")
+    core.run()
+    assert core.actors["never"].actor.log == []  # dropped at the end of the wait, not delivered late

@@ -1,0 +1,110 @@
+"""Adaptive placement (kqactors.hosts=-1, the default) on the librdkafka mock cluster, with a simulated 4-core
+machine (KQACTORS_CPU_COUNT=4).
+
+Runs in: the pytest process (the producer's hosts and the mock cluster are child processes). A quiet producer runs
+its toppars on its main host: one actor host. When its rate climbs past kqactors.placement.scale.rate, toppar hosts
+join (up to the cores) and the toppars move to them; every message gets exactly one successful delivery report, in
+produce() order per partition, and the log holds each exactly once, in order (read back with confluent-kafka;
+the mock keeps only the tail of a long log).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from support.waiting import wait_until
+
+from kqactors import Producer
+
+pytestmark = [pytest.mark.timeout(120)]
+
+PARTITIONS = 4
+
+
+def _value(partition: int, seq: int) -> bytes:
+    return b"%d:%d:" % (partition, seq) + b"." * 40
+
+
+@pytest.mark.parametrize("idempotence", [True, False], ids=["idempotent", "plain"])
+def test_toppar_hosts_join_as_the_rate_climbs_and_order_is_kept(mock_cluster, unique_topic, monkeypatch,
+                                                                 idempotence):
+    monkeypatch.setenv("KQACTORS_CPU_COUNT", "4")
+    mock_cluster.create_topic(unique_topic, partition_cnt=PARTITIONS)
+    reports: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    failed: list = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            failed.append(err)
+            return
+        partition, seq, _ = msg.value().split(b":", 2)
+        assert int(partition) == msg.partition()
+        reports[msg.partition()].append(int(seq))
+
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 5, "enable.idempotence": idempotence,
+                         "kqactors.placement.scale.rate": 2_000, "on_delivery": on_delivery})
+    rt = producer._rt
+    sent = [0] * PARTITIONS
+
+    def produce(count: int, pause: float = 0.0) -> None:
+        for i in range(count):
+            partition = i % PARTITIONS
+            while True:
+                try:
+                    producer.produce(unique_topic, _value(partition, sent[partition]), partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            sent[partition] += 1
+            if pause:
+                producer.poll(pause)
+            elif i % 500 == 0:
+                producer.poll(0)
+
+    try:
+        produce(100, pause=0.01)  # ~100 msg/s: quiet
+        assert producer.flush(30) == 0
+        assert rt.host_keys == ["h0"], "a quiet producer runs on its main host alone"
+        assert {rt.host_of(f"toppar/{unique_topic}/{p}") for p in range(PARTITIONS)} == {"h0"}
+        # Flat out: well past 2,000 msg/s per host, so toppar hosts join (one per settle period, up to 4).
+        deadline = time.monotonic() + 60
+        while len(rt.host_keys) < 3 and time.monotonic() < deadline:
+            produce(5_000)
+        assert producer.flush(60) == 0
+        assert 3 <= len(rt.host_keys) <= 5, rt.host_keys
+        # The new host's toppars move once it runs (the flusher keeps checking while it starts).
+        wait_until(lambda: len({rt.host_of(f"toppar/{unique_topic}/{p}") for p in range(PARTITIONS)} - {"h0"}) >= 2,
+                   30, "the toppars to spread over two toppar hosts")
+        produce(2_000)  # and they still work where they are now
+        assert producer.flush(30) == 0
+    finally:
+        producer.close(timeout=5)
+    assert failed == []
+    for partition in range(PARTITIONS):
+        assert reports[partition] == list(range(sent[partition])), f"partition {partition}: reports out of order"
+    # The mock cluster keeps a bounded log per partition (old segments go): what it kept must be the tail of
+    # what was produced, each message once and in order.
+    for partition, log in _read_back(mock_cluster.bootstrap, unique_topic, sent).items():
+        assert log and log == list(range(log[0], sent[partition])), f"partition {partition}: log out of order"
+
+
+def _read_back(bootstrap: str, topic: str, sent: list[int]) -> dict[int, list[int]]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{topic}", "enable.auto.commit": False})
+    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 30
+        done: set[int] = set()
+        while len(done) < PARTITIONS and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 0.5):
+                if msg.error() is None:
+                    seq = int(msg.value().split(b":", 2)[1])
+                    seen[msg.partition()].append(seq)
+                    if seq == sent[msg.partition()] - 1:
+                        done.add(msg.partition())
+    finally:
+        consumer.close()
+    return seen

@@ -1,0 +1,45 @@
+"""Runs in: pytest. Adaptive placement's decisions (kqactors/client/handle/placement.py) on a fake clock: when a
+toppar host joins, where partitions go, and the simulated core count."""
+
+from __future__ import annotations
+
+import pytest
+from support.clock import FakeClock
+
+from kqactors.client.handle.placement import SETTLE_S, WINDOW_S, AdaptivePlacement, core_count, fixed_host_for
+
+
+def _run(placement: AdaptivePlacement, clock: FakeClock, rate: float, seconds: float) -> int:
+    """Hand over at ``rate`` msgs/s in 10 ms steps for ``seconds``; returns how many joins were asked for."""
+    asked = 0
+    for _ in range(int(seconds / 0.01)):
+        clock.advance(0.01)
+        if placement.note(int(rate * 0.01)):
+            asked += 1
+            placement.grew()
+    return asked
+
+
+def test_a_quiet_client_stays_on_the_main_host_and_hosts_join_as_the_rate_climbs() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    assert _run(placement, clock, 500, 5) == 0
+    assert placement.toppar_hosts == 0 and placement.host_for("t", 7) == 0
+    assert _run(placement, clock, 1_500, WINDOW_S * 3) == 1  # > 1,000 with main alone: one host
+    assert placement.toppar_hosts == 1
+    assert _run(placement, clock, 1_500, SETTLE_S * 2) == 0  # 1,500 < 2 x 1,000: enough
+    assert _run(placement, clock, 10_000, SETTLE_S * 10) == 2  # up to max_hosts, one per settle period
+    assert placement.toppar_hosts == 3
+    assert {placement.host_for("t", p) for p in range(6)} == {1, 2, 3}
+    assert [placement.host_for("t", p) for p in range(6)] == [fixed_host_for("t", p, 3) for p in range(6)]
+
+
+def test_core_count_can_be_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KQACTORS_CPU_COUNT", "64")
+    assert core_count() == 64
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("KQACTORS_CPU_COUNT", bad)
+        with pytest.raises(ValueError):
+            core_count()
+    with pytest.raises(ValueError):
+        AdaptivePlacement(max_hosts=2, rate=0)

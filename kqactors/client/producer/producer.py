@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.producer.buffers import new_producer_buffers
-from kqactors.client.producer.recovery import note_sequences, recovery_ops
+from kqactors.client.producer.recovery import MainState, brokers_down, note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config
@@ -175,6 +175,7 @@ class Producer(_ProducerBase):
         handle.on_restarted = self._on_restarted
         handle.on_metadata(self._note_partition_counts)
         handle.on_actors_down(self._actors_down)
+        self._main_state = MainState(handle.shipped)  # what a restarted main is restarted with (recovery.py)
         # The toppar hosts import the producer pipeline while the main host starts main, rather than one
         # host after the other inside the first produce()'s hand-over.
         self._rt = handle.start(MAIN_FACTORY, [TOPPAR_FACTORY])
@@ -752,6 +753,7 @@ class Producer(_ProducerBase):
         in the pending table until its delivery report. Mark the toppars to rebuild: the next hand-over re-hands
         them what their predecessors held (_recover_restarted), before any new message. Runs on the thread that
         hands over, under the hand-over lock, before the hand-over that follows the death."""
+        brokers_down(self._rt, self._buffers, host, names)
         for buf in list(self._buffers.partitions.values()):
             if not buf.spawned or buf.host != host or restarts == buf.incarnation:
                 continue
@@ -768,7 +770,7 @@ class Producer(_ProducerBase):
             queue = self._seq_queue
             while (op := queue.poll(0)) is not None:
                 if op.type == pops.SEQ:
-                    note_sequences(self._buffers, op.payload)
+                    self._main_state.note_identity(note_sequences(self._buffers, op.payload))
         for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
             ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
             try:
@@ -810,6 +812,7 @@ class Producer(_ProducerBase):
             self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
             return False
         buf.spawned = True
+        self._main_state.toppar_spawned(buf.topic, buf.partition, buf.name)
         buf.host = self._rt.host_keys[host]
         buf.incarnation = self._rt.host_restarts(buf.host)
         if self._fatal is not None:

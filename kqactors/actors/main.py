@@ -367,7 +367,7 @@ class MainActor(TxnWiring, Actor):
 
     def _restored_extra(self, _topic: str) -> dict[str, Any]:
         """What a restored partition's first LEADER adds (the fields of a TOPPAR_JOIN answer)."""
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"restarted": True}  # its broker actor is a new one: start over with it
         if self.producer_id >= 0 and self.drain_waiting is None:
             extra.update(producer_id=self.producer_id, epoch=self.producer_epoch)
         return extra

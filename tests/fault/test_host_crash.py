@@ -157,3 +157,79 @@ def test_producer_main_host_kill(mock_cluster, unique_topic, idempotent):
     if idempotent:
         assert row["duplicated"] == 0, row
     assert row["failed"] == 0 and row["stall_s"] < 2.0, row
+
+
+# ---- consumer ---------------------------------------------------------------------------------------------
+
+def fill_topic(bootstrap: str, topic: str) -> None:
+    """MESSAGES numbered messages, round-robin over the partitions, with confluent-kafka (an independent writer)."""
+    from confluent_kafka import Producer as CkProducer
+
+    producer = CkProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(MESSAGES):
+        partition = i % PARTITIONS
+        while True:
+            try:
+                producer.produce(topic, numbered(partition, i // PARTITIONS), partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(30) == 0
+
+
+def run_consumer(cluster, topic: str, victim: str, mode: str, hosts: int = 2) -> dict:
+    """Consume the whole topic (assign() from the beginning, or subscribe()), SIGKILL ``victim``'s host a third of
+    the way in, and count what consume() returned: skips (records never returned), repeats (returned twice),
+    error events, and the stall (longest gap between returned records from the kill on)."""
+    from kqactors import Consumer, TopicPartition
+
+    cluster.create_topic(topic, PARTITIONS)
+    fill_topic(cluster.bootstrap, topic)
+    config = {"bootstrap.servers": cluster.bootstrap, "kqactors.hosts": hosts, "group.id": f"g-{topic}",
+              "auto.offset.reset": "earliest", "enable.auto.commit": True, "auto.commit.interval.ms": 200,
+              "fetch.wait.max.ms": 100, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
+    consumer = Consumer(config)
+    rt = consumer._rt
+    if mode == "assign":
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    else:
+        consumer.subscribe([topic])
+    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    errors: list[object] = []
+    times: list[float] = []
+    total = 0
+    kill_time = 0.0
+    deadline = time.monotonic() + 60
+    try:
+        while total < MESSAGES and time.monotonic() < deadline:
+            if not kill_time and total >= KILL_AT:
+                name = "main" if victim == "main" else f"ctoppar/{topic}/0"
+                key = wait_until(lambda name=name: rt.host_of(name), 10, f"{name} to run")
+                kill_time = time.monotonic()
+                os.kill(rt.host_pid(key), 9)
+            for msg in consumer.consume(200, 0.1):
+                if msg.error() is not None:
+                    errors.append(msg.error())
+                    continue
+                partition, seq = parse(msg.value())
+                seen[partition].append(seq)
+                total += 1
+                times.append(time.monotonic())
+            if not kill_time:
+                time.sleep(0.002)  # a steady pace: the kill lands while records are still to come
+    finally:
+        consumer.close()
+    per_partition = MESSAGES // PARTITIONS
+    skips = sum(len(set(range(per_partition)) - set(seen[p])) for p in range(PARTITIONS))
+    repeats = sum(len(seen[p]) - len(set(seen[p])) for p in range(PARTITIONS))
+    return {"kind": "consumer", "config": mode, "victim": f"{victim} host", "sent": MESSAGES, "acked": total,
+            "lost": "-", "duplicated": "-", "failed": len(errors), "unresolved": "-", "skips": skips,
+            "repeats": repeats, "stall_s": round(stall_after(times, kill_time), 2)}
+
+
+@pytest.mark.parametrize("mode", ["assign", "subscribe"])
+def test_consumer_main_host_kill(mock_cluster, unique_topic, mode):
+    row = run_consumer(mock_cluster, unique_topic, "main", mode)
+    record_row(row)
+    assert row["skips"] == 0 and row["repeats"] == 0 and row["failed"] == 0, row
+    assert row["stall_s"] < 3.0, row

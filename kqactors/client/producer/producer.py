@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
+from kqactors.client.handle.recovery import MainState
 from kqactors.client.producer.buffers import new_producer_buffers
-from kqactors.client.producer.recovery import MainState, brokers_down, note_sequences, recovery_ops
+from kqactors.client.producer.recovery import brokers_down, note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config

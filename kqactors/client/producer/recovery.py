@@ -13,8 +13,8 @@ toppar (docs/reliability.md):
   sequences — the broker answers any it already wrote as a duplicate — and to number what follows on;
 - without known sequences (non-idempotent, transactional, or nothing sent yet) the restarted toppar gets
   ``TOPPAR_RESTARTED`` (an idempotent one moves to a new epoch first);
-- what a restarted ``main`` must not lose is kept in the configuration it is restarted from (``MainState``:
-  ``_recovery`` in the client handle's shipped config, which the supervisor re-spawns main with): the producer
+- what a restarted ``main`` must not lose is kept in the configuration it is restarted from
+  (``kqactors.client.handle.recovery.MainState``): the producer
   id/epoch the toppars stamp (from their TOPPAR_SEQ notes) and the toppars that joined main. The restarted main
   adopts that identity instead of asking for a new one, so the toppars' retries of what was in flight when the
   broker connections died are deduplicated by the broker, and tells every toppar its leader again.
@@ -26,40 +26,9 @@ from typing import Any
 
 from kqactors.core.producer.packing import pack_messages
 from kqactors.ops import producer as pops
-from kqactors.runtime.op import ActorError
-from kqactors.runtime.op import Op
+from kqactors.runtime.op import ActorError, Op
 
-__all__ = ["MainState", "brokers_down", "note_sequences", "recovery_ops"]
-
-RECOVERY_KEY = "_recovery"
-"""The shipped-config key main is restarted with (kqactors.actors.main reads it)."""
-
-
-class MainState:
-    """What the app keeps for a restarted main, published into ``shipped`` (main's spawn config, shared with the
-    supervisor's spec: the dict is replaced whole, never mutated, so a concurrent re-spawn packs a consistent
-    value). Called from the hand-over thread only (spawns and sequence notes happen there)."""
-
-    __slots__ = ("shipped", "toppars", "identity")
-
-    def __init__(self, shipped: dict[str, Any]) -> None:
-        self.shipped = shipped
-        self.toppars: list[list[Any]] = []
-        self.identity: tuple[int, int] = (-1, -1)
-        shipped[RECOVERY_KEY] = {}  # the key exists before main is spawned: later updates only replace it
-
-    def toppar_spawned(self, topic: str, partition: int, name: str) -> None:
-        self.toppars.append([topic, partition, name])
-        self._publish()
-
-    def note_identity(self, identity: tuple[int, int] | None) -> None:
-        if identity is not None and identity != self.identity:
-            self.identity = identity
-            self._publish()
-
-    def _publish(self) -> None:
-        producer_id, epoch = self.identity
-        self.shipped[RECOVERY_KEY] = {"producer_id": producer_id, "epoch": epoch, "toppars": list(self.toppars)}
+__all__ = ["brokers_down", "note_sequences", "recovery_ops"]
 
 _SEQ_MOD = 1 << 31
 # pending entry layout (kqactors.client.producer.buffers)

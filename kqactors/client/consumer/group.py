@@ -38,6 +38,7 @@ from kqactors.ops.group import (
     CGRP_POLL,
     CGRP_REBALANCE,
     CGRP_REBALANCE_DONE,
+    CGRP_RESUME,
     CGRP_STATE,
     CGRP_SUBSCRIBE,
     CGRP_UNSUBSCRIBE,
@@ -119,6 +120,8 @@ class GroupClient:
                       host=host if host is not None else 0)
         self._topics: list[str] = []
         self._resubscribe = False
+        #: the member a cgrp actor that died with its host was, for its successor to carry on as (CGRP_RESUME)
+        self._resume: dict[str, Any] | None = None
         self._callbacks: dict[str, Callable[..., Any] | None] = {ASSIGN: None, REVOKE: None, LOST: None}
         self._subscribed = False
         self._assigned: set[tuple[str, int]] = set()
@@ -145,6 +148,7 @@ class GroupClient:
             raise RuntimeError("Consumer closed")
 
     def _request(self, op: Op, timeout: float) -> dict[str, Any]:
+        self._send_resume()
         try:
             reply = self._rt.request(self._name, op, timeout=timeout)
         except ActorError as exc:
@@ -336,6 +340,7 @@ class GroupClient:
         now = time.monotonic()
         if now - self._last_report >= _POLL_REPORT_S:
             self._last_report = now
+            self._send_resume()
             if self._resubscribe and self._send(Op(CGRP_SUBSCRIBE, {"topics": self._topics})):
                 self._resubscribe = False
             self._send(Op(CGRP_POLL, {"stored": self._stored_rows()}))
@@ -355,9 +360,25 @@ class GroupClient:
         if not self._closed and self._name in names:
             self._actor_restarted()
 
+    def _send_resume(self) -> None:
+        """Before anything else reaches a restarted cgrp actor: who it is (see _actor_restarted)."""
+        if self._resume is not None and self._send(Op(CGRP_RESUME, self._resume)):
+            self._resume = None
+
     def _actor_restarted(self) -> None:
-        """The cgrp actor's host died and is restarted with a fresh actor: what we held is lost (on_lost
-        runs), and the subscription is sent again so the new actor rejoins the group."""
+        """The cgrp actor's host died and is restarted with a fresh actor. A steady member (member id,
+        generation, no rebalance callback pending) keeps its assignment and positions: the new actor is told
+        to carry on as that member (CGRP_RESUME; the coordinator still counts it in, its session has not
+        expired) — nothing is revoked, lost or fetched again. Otherwise what we held is lost (on_lost runs)
+        and the subscription is sent again so the new actor rejoins the group."""
+        if (self._subscribed and self._member_id and self._generation_id >= 0 and self._rebalance is None
+                and not self.settings.consumer_protocol):
+            log.info("consumer group actor restarted: carrying on as member %s (generation %d)", self._member_id,
+                     self._generation_id)
+            self._resume = {"topics": list(self._topics), "member_id": self._member_id,
+                            "generation_id": self._generation_id, "protocol": None,
+                            "assignment": [list(key) for key in sorted(self._assigned)]}
+            return
         log.warning("consumer group actor restarted: assignment lost, rejoining")
         lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
         self._drop(lost)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.handle.recovery import MainState
 from kqactors.client.producer.buffers import new_producer_buffers
-from kqactors.client.producer.recovery import brokers_down, note_sequences, recovery_ops
+from kqactors.client.producer.recovery import brokers_down, lost_runs, note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config
@@ -773,6 +773,8 @@ class Producer(_ProducerBase):
                 if op.type == pops.SEQ:
                     self._main_state.note_identity(note_sequences(self._buffers, op.payload))
         for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
+            if self._txn is not None:  # what the dead toppar held fails with the transaction, is not re-handed
+                self._fail_pending(buf, self._txn_lost_upto.pop(buf.name, 0), KafkaError._TRANSPORT)
             ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
             try:
                 self._rt.send_many((buf.name, op) for op in ops_)
@@ -841,6 +843,7 @@ class Producer(_ProducerBase):
         """transactional.id: produce() is allowed only inside a transaction. The gate wraps this instance's
         produce() (the C one, or a subclass's), so a non-transactional producer's hot path is untouched."""
         self._txn = TransactionalApi(self, transaction_timeout_ms)
+        self._txn_lost_upto: dict[str, int] = {}  # toppar → last msgid handed to it before its host died
         inner = self.produce
 
         def produce(*args: Any, **kwargs: Any) -> None:
@@ -852,7 +855,34 @@ class Producer(_ProducerBase):
         produce.__doc__ = inner.__doc__
         self.produce = produce  # type: ignore[method-assign]
         # A toppar host that dies takes the messages it held with it: the transaction cannot commit.
-        self._handle.on_actors_down(lambda *_args: self._txn is not None and self._txn.note_failed(1))
+        self._handle.on_actors_down(self._txn_host_down)
+
+    def _txn_host_down(self, host: str, names: list[str], _restarts: int) -> None:
+        """A host died mid-transaction: its messages (a toppar host) or the transaction itself (main's host, see
+        TransactionalApi.on_main_lost) are lost, so the transaction cannot commit: abortable. What its toppars
+        held is reported failed when they are rebuilt (_recover_restarted), never re-handed."""
+        if self._txn is None:
+            return
+        self._txn.note_failed(1)
+        for buf in list(self._buffers.partitions.values()):
+            if buf.spawned and buf.host == host:
+                self._txn_lost_upto[buf.name] = buf.handed_upto
+        if "main" in names:
+            self._txn.on_main_lost()
+
+    def _fail_pending(self, buf: Any, upto: int, code: int) -> None:
+        """Report ``buf``'s pending messages up to msgid ``upto`` failed with ``code``."""
+        rows = [(first, count, code, -1, -1) for first, count in lost_runs(self._buffers, buf, upto)]
+        if rows:
+            self._buffers.complete(buf.topic, buf.partition, rows, self._on_delivery, self._only_errors)
+
+    def _fail_rebuilding(self) -> None:
+        """An abort: the messages waiting for a toppar still being rebuilt after its host died belong to the
+        aborted transaction: purged (_PURGE_QUEUE) rather than re-handed into the next one."""
+        with self._handover_lock:
+            for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
+                self._fail_pending(buf, buf.handed_upto, KafkaError._PURGE_QUEUE)
+                self._txn_lost_upto.pop(buf.name, None)
 
     def _require_txn(self) -> TransactionalApi:
         self._check_open()

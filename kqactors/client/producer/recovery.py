@@ -28,7 +28,7 @@ from kqactors.core.producer.packing import pack_messages
 from kqactors.ops import producer as pops
 from kqactors.runtime.op import ActorError, Op
 
-__all__ = ["brokers_down", "note_sequences", "recovery_ops"]
+__all__ = ["brokers_down", "lost_runs", "note_sequences", "recovery_ops"]
 
 _SEQ_MOD = 1 << 31
 # pending entry layout (kqactors.client.producer.buffers)
@@ -54,6 +54,21 @@ def note_sequences(buffers: Any, payload: dict) -> tuple[int, int] | None:
             del notes[first]
         seq_next = buf.seq_next
     return None if seq_next is None else (seq_next[0], seq_next[1])
+
+
+def lost_runs(buffers: Any, buf: Any, upto: int) -> list[tuple[int, int]]:
+    """A transactional toppar's host died: what it held (msgids up to ``upto``) belongs to the transaction that
+    fails with it (abortable), so it is not re-handed (a later transaction would commit it): (first msgid,
+    count) runs of those messages still pending, to be reported failed."""
+    with buffers.lock:
+        msgids = sorted(m for m in buf.pending if m <= upto)
+    runs: list[tuple[int, int]] = []
+    for msgid in msgids:
+        if runs and runs[-1][0] + runs[-1][1] == msgid:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((msgid, 1))
+    return runs
 
 
 def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool) -> list[Op]:

@@ -57,19 +57,25 @@ class ProducerRun:
         self.acked: dict[int, set[int]] = {p: set() for p in range(PARTITIONS)}
         self.failed: list[tuple[int, int, object]] = []
         self.ok_times: list[float] = []  # successful reports of partition 0 (its toppar is the one killed)
+        self.max_offset = [-1] * PARTITIONS  # the highest offset reported per partition
 
     def __call__(self, err, msg) -> None:
         partition, seq = parse(msg.value())
         if err is None:
             self.acked[partition].add(seq)
+            offset = msg.offset()
+            if offset is not None:
+                self.max_offset[partition] = max(self.max_offset[partition], offset)
             if partition == 0:
                 self.ok_times.append(time.monotonic())
         else:
             self.failed.append((partition, seq, err))
 
 
-def read_log(bootstrap: str, topic: str) -> dict[int, list[int]]:
-    """Every partition from the beginning to its end, with confluent-kafka (an independent reader)."""
+def read_log(bootstrap: str, topic: str, reported: list[int] | None = None) -> dict[int, list[int]]:
+    """Every partition from the beginning to its end, with confluent-kafka (an independent reader). ``reported``:
+    the highest offset a delivery report gave per partition, which the end must cover (a broker's high watermark
+    may lag the acknowledgement a moment)."""
     from confluent_kafka import Consumer as CkConsumer
     from confluent_kafka import TopicPartition as CkTp
 
@@ -78,6 +84,10 @@ def read_log(bootstrap: str, topic: str) -> dict[int, list[int]]:
     seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
     try:
         ends = [consumer.get_watermark_offsets(CkTp(topic, p), timeout=10)[1] for p in range(PARTITIONS)]
+        settle = time.monotonic() + 10
+        while reported and any(e <= r for e, r in zip(ends, reported, strict=True)) and time.monotonic() < settle:
+            time.sleep(0.2)
+            ends = [consumer.get_watermark_offsets(CkTp(topic, p), timeout=10)[1] for p in range(PARTITIONS)]
         consumer.assign([CkTp(topic, p, -2) for p in range(PARTITIONS)])
         nxt = [0] * PARTITIONS
         deadline = time.monotonic() + 30
@@ -129,7 +139,7 @@ def run_producer(cluster, topic: str, victim: str, config: dict) -> dict:
         producer.flush(30)
     finally:
         producer.close(timeout=5)
-    log = read_log(cluster.bootstrap, topic)
+    log = read_log(cluster.bootstrap, topic, run.max_offset)
     acked = sum(len(s) for s in run.acked.values())
     lost = sum(len(run.acked[p] - set(log[p])) for p in range(PARTITIONS))
     duplicated = sum(len(log[p]) - len(set(log[p])) for p in range(PARTITIONS))

@@ -61,7 +61,7 @@ def produce_flat_out(producer: Producer, topic: str, count: int, at: dict[int, o
 
 
 def check_log(bootstrap: str, topic: str, run: ProducerRun, sent: list[int]) -> dict:
-    log = read_log(bootstrap, topic)
+    log = read_log(bootstrap, topic, run.max_offset)
     acked = sum(len(s) for s in run.acked.values())
     return {"acked": acked, "lost": sum(len(run.acked[p] - set(log[p])) for p in range(PARTITIONS)),
             "duplicated": sum(len(log[p]) - len(set(log[p])) for p in range(PARTITIONS)),

@@ -20,12 +20,13 @@ from test_host_crash import (
     STALL_LIMIT_S,
     ProducerRun,
     numbered,
+    parse,
     read_log,
     record_row,
     stall_after,
 )
 
-from kqactors import KafkaError, KafkaException, Producer
+from kqactors import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -161,3 +162,102 @@ def test_host_crash_mid_transaction_fails_it_abortably(mock_cluster, unique_topi
     # every message has its report: the aborted transaction's as failures, the committed one's as delivered
     kept = [err for value, err in reports if value.startswith(b"kept")]
     assert len(kept) == 300 and all(err is None for err in kept)
+
+
+# ---- SIGSTOP: a host that stops answering for 10 s -----------------------------------------------------------
+
+STOP_S = 10.0
+STOP_RUN_S = 13.5       # the steady run: the stop starts 1.5 s in (what follows the SIGCONT runs on in flush)
+STOP_RATE = 800         # messages per second, produced and consumed
+
+
+def test_sigstop_of_a_host_for_10_s_is_only_a_pause(mock_cluster, unique_topic):
+    """SIGSTOP for 10 s, then SIGCONT, of each kind of host while a producer (idempotent) writes at a steady pace
+    and a consumer (assign()) reads what it writes: the main host of both clients together, then later their
+    toppar hosts (partition 0's).
+    Nothing times out at librdkafka's defaults (message.timeout.ms 300 s, request.timeout.ms 30 s,
+    socket.timeout.ms 60 s), so all the app may see is a pause: no error, nothing lost, duplicated, skipped or
+    repeated, and delivery / consumption resume within the stall limit of the SIGCONT."""
+    ptopic = ctopic = unique_topic
+    create_topic(mock_cluster, ptopic)
+    run = ProducerRun()
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "enable.idempotence": True,
+                         "kqactors.hosts": 2, "linger.ms": 5, "on_delivery": run})
+    consumer = Consumer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 2, "group.id": ctopic,
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                         "queued.min.messages": 300, "queued.max.messages.kbytes": 64})
+    consumer.assign([TopicPartition(ctopic, p, 0) for p in range(PARTITIONS)])
+    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    seen_times: list[tuple[float, int]] = []  # (when, partition) of every record consume() returned
+    errors: list[object] = []
+    stops: list[tuple[str, float, float]] = []  # (victim, SIGSTOP time, SIGCONT time)
+    sent = [0] * PARTITIONS
+
+    def pids(victim: str) -> list[int]:
+        names = ["main", "main"] if victim == "main" else [f"toppar/{ptopic}/0", f"ctoppar/{ctopic}/0"]
+        return [client._rt.host_pid(wait_until(lambda c=client, n=name: c._rt.host_of(n), 10, f"{name} to run"))
+                for client, name in zip((producer, consumer), names, strict=True)]
+
+    def consume(timeout: float) -> None:
+        for msg in consumer.consume(500, timeout):
+            if msg.error() is not None:
+                errors.append(msg.error())
+                continue
+            partition, seq = parse(msg.value())
+            seen[partition].append(seq)
+            seen_times.append((time.monotonic(), partition))
+
+    try:
+        for victim, at in (("main", 1.5), ("toppar", 1.5)):
+            start = time.monotonic()
+            stopped: list[int] = []
+            stop_time = 0.0
+            produced = 0
+            while time.monotonic() - start < STOP_RUN_S:
+                now = time.monotonic()
+                if not stop_time and now - start >= at:
+                    stopped = pids(victim)
+                    for pid in stopped:
+                        os.kill(pid, signal.SIGSTOP)
+                    stop_time = time.monotonic()
+                if stopped and now - stop_time >= STOP_S:
+                    for pid in stopped:
+                        os.kill(pid, signal.SIGCONT)
+                    stops.append((victim, stop_time, time.monotonic()))
+                    stopped = []
+                while produced < (now - start) * STOP_RATE:
+                    partition = produced % PARTITIONS
+                    producer.produce(ptopic, numbered(partition, sent[partition]), partition=partition)
+                    sent[partition] += 1
+                    produced += 1
+                producer.poll(0)
+                consume(0)
+                time.sleep(0.01)
+            assert not stopped
+        assert producer.flush(30) == 0
+        acked = sum(len(s) for s in run.acked.values())
+        deadline = time.monotonic() + 30
+        while sum(len(v) for v in seen.values()) < acked and time.monotonic() < deadline:
+            consume(0.2)
+    finally:
+        producer.close(timeout=5)
+        consumer.close()
+    counts = check_log(mock_cluster.bootstrap, ptopic, run, sent)
+    for victim, stop_time, cont_time in stops:
+        after = [t for t in run.ok_times if t >= cont_time]
+        resumed = round(after[0] - cont_time, 2) if after else float("inf")
+        consumed_after = [t for t, p in seen_times if t >= cont_time and p == 0]
+        consumer_resumed = round(consumed_after[0] - cont_time, 2) if consumed_after else float("inf")
+        record_row({"kind": "producer", "config": "idempotent", "victim": f"{victim} host (SIGSTOP {STOP_S:.0f} s)",
+                    "sent": sum(sent), **counts, "skips": "-", "repeats": "-",
+                    "stall_s": f"{round(stall_after(run.ok_times, stop_time), 2)} (resumed {resumed})"})
+        record_row({"kind": "consumer", "config": "assign", "victim": f"{victim} host (SIGSTOP {STOP_S:.0f} s)",
+                    "sent": "-", "acked": "-", "lost": "-", "duplicated": "-", "failed": len(errors),
+                    "unresolved": "-", "skips": "-", "repeats": "-",
+                    "stall_s": f"(resumed {consumer_resumed})"})
+        assert resumed < STALL_LIMIT_S and consumer_resumed < STALL_LIMIT_S, (victim, resumed, consumer_resumed)
+    assert counts["failed"] == 0 and counts["lost"] == 0 and counts["duplicated"] == 0, (counts, run.failed[:3])
+    assert counts["unresolved"] == 0, counts
+    assert not errors, errors[:3]
+    for partition in range(PARTITIONS):  # what consume() returned: in order, each record once, all of them
+        assert seen[partition] == list(range(sent[partition])), f"partition {partition}: skipped or repeated"

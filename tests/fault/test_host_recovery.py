@@ -153,6 +153,11 @@ def test_host_crash_mid_transaction_fails_it_abortably(mock_cluster, unique_topi
     finally:
         producer.close(timeout=5)
     got = outcomes(mock_cluster.bootstrap, unique_topic)
+    doomed = [err for value, err in reports if value.startswith(b"doomed")]
+    record_row({"kind": "producer", "config": "transactional", "victim": f"{victim} host (mid-transaction)",
+                "sent": len(reports), "acked": len(got["commit"]), "lost": "-", "duplicated": "-",
+                "failed": sum(err is not None for err in doomed), "unresolved": "-", "skips": "-", "repeats": "-",
+                "stall_s": f"abort {abort_s:.2f}"})
     assert sorted(got["commit"]) == sorted(b"kept-%d" % i for i in range(300)), \
         f"{len(got['commit'])} committed, {sum(v.startswith(b'doomed') for v in got['commit'])} of the failed one"
     # the failed transaction's data is aborted, or (main's kill: the mock gives the restarted main a new producer id

@@ -354,7 +354,7 @@ class MainActor(TxnWiring, Actor):
                     # its first LEADER from this main: with the producer id, which its join reply (lost with the
                     # dead main) may never have brought
                     self.restored.discard(toppar)
-                    leader.update(self._restored_extra(change.topic))
+                    leader.update(self._restored_extra())
                 self.ctx.send(toppar, Op(pops.LEADER, leader))
         for topic in set(delta.partition_counts) | set(delta.topic_errors):
             if topic in self.topics:
@@ -365,7 +365,7 @@ class MainActor(TxnWiring, Actor):
     def _routable(self, node_id: int) -> int:
         return node_id if node_id in self.brokers else -1
 
-    def _restored_extra(self, _topic: str) -> dict[str, Any]:
+    def _restored_extra(self) -> dict[str, Any]:
         """What a restored partition's first LEADER adds (the fields of a TOPPAR_JOIN answer)."""
         extra: dict[str, Any] = {"restarted": True}  # its broker actor is a new one: start over with it
         if self.producer_id >= 0 and self.drain_waiting is None:

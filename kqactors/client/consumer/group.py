@@ -130,6 +130,8 @@ class GroupClient:
         self._reset_policy = get("auto.offset.reset") or "latest"
         self._explicit: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         self._shipped_positions: dict[tuple[str, int], int] = {}
+        #: the last store_offsets() value shipped per partition: a restarted cgrp gets them again (CGRP_RESUME)
+        self._explicit_shipped: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         self._member_id = ""
         self._generation_id = -1
         self._join_state = "INIT"
@@ -183,6 +185,7 @@ class GroupClient:
         rows = []
         for key in sorted(self._explicit if keys is None else set(self._explicit) & keys):
             offset, epoch, metadata = self._explicit.pop(key)
+            self._explicit_shipped[key] = (offset, epoch, metadata)
             rows.append([key[0], key[1], offset, epoch, metadata, True])
         return rows
 
@@ -378,6 +381,10 @@ class GroupClient:
             self._resume = {"topics": list(self._topics), "member_id": self._member_id,
                             "generation_id": self._generation_id, "protocol": None,
                             "assignment": [list(key) for key in sorted(self._assigned)]}
+            # the offsets the dead actor held to auto-commit went with it: ship every one again
+            self._shipped_positions.clear()
+            for key, value in self._explicit_shipped.items():
+                self._explicit.setdefault(key, value)
             return
         log.warning("consumer group actor restarted: assignment lost, rejoining")
         lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
@@ -446,6 +453,7 @@ class GroupClient:
             self._app_started -= keys
             for key in keys:
                 self._explicit.pop(key, None)
+                self._explicit_shipped.pop(key, None)
                 self._shipped_positions.pop(key, None)
             self._consumer._apply_assignment([TopicPartition(tp.topic, tp.partition) for tp in gone],
                                              incremental=True, add=False)

@@ -144,7 +144,8 @@ def run_producer(cluster, topic: str, victim: str, config: dict) -> dict:
     lost = sum(len(run.acked[p] - set(log[p])) for p in range(PARTITIONS))
     duplicated = sum(len(log[p]) - len(set(log[p])) for p in range(PARTITIONS))
     reported = acked + len(run.failed)
-    return {"kind": "producer", "config": config, "victim": f"{victim} host", "sent": sum(sent), "acked": acked,
+    label = "idempotent" if config.get("enable.idempotence") else "plain"
+    return {"kind": "producer", "config": label, "victim": f"{victim} host", "sent": sum(sent), "acked": acked,
             "lost": lost, "duplicated": duplicated, "failed": len(run.failed),
             "unresolved": sum(sent) - reported, "skips": "-", "repeats": "-",
             "stall_s": round(stall_after(run.ok_times, kill_time), 2)}

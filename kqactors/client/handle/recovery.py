@@ -32,6 +32,8 @@ class MainState:
         shipped[RECOVERY_KEY] = {}  # the key exists before main is spawned: later updates only replace it
 
     def toppar_spawned(self, topic: str, partition: int, name: str) -> None:
+        if any(row[2] == name for row in self.toppars):
+            return  # spawned again under the same name (after a stop): already known
         self.toppars.append([topic, partition, name])
         self._publish()
 

@@ -29,3 +29,11 @@ def test_an_unchanged_or_unknown_identity_publishes_nothing_new():
     state.note_identity((7, 2))
     state.note_identity(None)
     assert shipped[RECOVERY_KEY] is published
+
+
+def test_a_partition_spawned_again_is_listed_once():
+    shipped: dict = {}
+    state = MainState(shipped)
+    state.toppar_spawned("t", 1, "toppar/t/1")
+    state.toppar_spawned("t", 1, "toppar/t/1")
+    assert shipped[RECOVERY_KEY]["toppars"] == [["t", 1, "toppar/t/1"]]

@@ -57,6 +57,7 @@ from kqactors.ops.group import (
     CGRP_POLL,
     CGRP_REBALANCE,
     CGRP_REBALANCE_DONE,
+    CGRP_RESUME,
     CGRP_STATE,
     CGRP_SUBSCRIBE,
     CGRP_UNSUBSCRIBE,
@@ -374,6 +375,22 @@ class CgrpActor(Actor):
             self._reply_status(op, exc.args[0])
             return
         self._reply_status(op)
+
+    @on(CGRP_RESUME)
+    def _on_resume(self, op: Op) -> None:
+        """This actor replaces one that died with main's host: carry on as the member it was (the app kept
+        member id, generation and assignment), without a rebalance. KIP-848 members rejoin instead."""
+        payload = op.payload or {}
+        topics = list(payload.get("topics") or ())
+        try:
+            if self.consumer_protocol or not payload.get("member_id") or int(payload.get("generation_id", -1)) < 0:
+                self._run("subscribe", topics)
+            else:
+                self._run("resume", topics, str(payload["member_id"]), int(payload["generation_id"]),
+                          payload.get("protocol"), [tuple(k) for k in payload.get("assignment") or ()])
+            self.subscribed = True
+        except KafkaException as exc:
+            log.warning("resuming the group failed: %s", exc)
 
     @on(CGRP_UNSUBSCRIBE)
     def _on_unsubscribe(self, op: Op) -> None:

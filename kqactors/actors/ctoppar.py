@@ -169,6 +169,8 @@ class ConsumerTopparActor(Actor):
         self.joined = True
         new = int((op.payload or {}).get("broker_id", -1))
         if new == self.broker_id:
+            if (op.payload or {}).get("restarted"):  # main restarted: the broker actor is a new one
+                self._start_broker()
             return
         old, self.broker_id = self.broker_id, new
         if not self.active:

@@ -148,6 +148,27 @@ class MainActor(TxnWiring, Actor):
         self.max_age_s = int(self.config.get("metadata.max.age.ms", 900000) or 900000) / 1000
         self.topic_seen_at: dict[str, float] = {}
         self.next_expiry_check = 0.0
+        #: crash recovery (docs/reliability.md): what the app kept of the main that died before this one
+        #: (``_recovery`` in the shipped config, kept current by the app): the producer id/epoch its toppars stamp
+        #: (adopted instead of a new InitProducerId, so the broker goes on deduplicating their retries) and the
+        #: toppars that joined it (registered again and told their leader and producer id once metadata is in)
+        self.restored: set[str] = set()
+        self._restore(self.config.get("_recovery"))
+
+    def _restore(self, recovery: Any) -> None:
+        if not isinstance(recovery, dict) or not recovery:
+            return
+        producer_id, epoch = int(recovery.get("producer_id", -1)), int(recovery.get("epoch", -1))
+        if self.idempotent and self.txn is None and producer_id >= 0 and epoch >= 0:
+            self.producer_id, self.producer_epoch = producer_id, epoch
+            self.pid_assignments = 1
+        for topic, partition, name in recovery.get("toppars") or ():
+            self.toppars[(str(topic), int(partition))] = str(name)
+            self.topics.add(str(topic))
+            self.restored.add(str(name))
+        if self.restored:
+            log.info("main restarted: %d partitions rejoined, producer id %s epoch %s", len(self.restored),
+                     self.producer_id, self.producer_epoch)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -155,6 +176,8 @@ class MainActor(TxnWiring, Actor):
         for index, (host, port) in enumerate(self.bootstrap, start=1):
             self._add_broker(-index, host, port, bootstrap=True)
         self.scheduler.start(time.monotonic())
+        if self.restored:  # the restored partitions' leaders, at once
+            self.scheduler.request(sorted({topic for topic, _ in self.toppars}), time.monotonic())
         self.ctx.timer(TICK_SECONDS, Op(_TICK), repeat=True)
         if self.stats is not None:
             self.ctx.timer(self.stats.interval_s, Op(_STATS_TICK), repeat=True)
@@ -325,8 +348,14 @@ class MainActor(TxnWiring, Actor):
                 self.ctx.send(ops.broker_name(change.new_leader), Op(ops.PARTITION_JOIN, membership))
             toppar = self.toppars.get((change.topic, change.partition))
             if toppar is not None:
-                self.ctx.send(toppar, Op(pops.LEADER, pops.leader_payload(
-                    change.topic, change.partition, self._routable(change.new_leader), change.leader_epoch)))
+                leader = pops.leader_payload(change.topic, change.partition, self._routable(change.new_leader),
+                                             change.leader_epoch)
+                if toppar in self.restored:
+                    # its first LEADER from this main: with the producer id, which its join reply (lost with the
+                    # dead main) may never have brought
+                    self.restored.discard(toppar)
+                    leader.update(self._restored_extra())
+                self.ctx.send(toppar, Op(pops.LEADER, leader))
         if delta.brokers_added:
             self._leaders_now_routable({info.node_id for info in delta.brokers_added},
                                        {(change.topic, change.partition) for change in delta.leader_changes})
@@ -347,10 +376,21 @@ class MainActor(TxnWiring, Actor):
             epoch = self.cache.leader_epoch(topic, partition)
             self.ctx.send(ops.broker_name(leader), Op(ops.PARTITION_JOIN,
                                                       ops.partition_membership_payload(topic, partition, epoch)))
-            self.ctx.send(toppar, Op(pops.LEADER, pops.leader_payload(topic, partition, leader, epoch)))
+            payload = pops.leader_payload(topic, partition, leader, epoch)
+            if toppar in self.restored:
+                self.restored.discard(toppar)
+                payload.update(self._restored_extra())
+            self.ctx.send(toppar, Op(pops.LEADER, payload))
 
     def _routable(self, node_id: int) -> int:
         return node_id if node_id in self.brokers else -1
+
+    def _restored_extra(self) -> dict[str, Any]:
+        """What a restored partition's first LEADER adds (the fields of a TOPPAR_JOIN answer)."""
+        extra: dict[str, Any] = {"restarted": True}  # its broker actor is a new one: start over with it
+        if self.producer_id >= 0 and self.drain_waiting is None:
+            extra.update(producer_id=self.producer_id, epoch=self.producer_epoch)
+        return extra
 
     @on(ops.METADATA)
     def _on_metadata(self, op: Op) -> None:
@@ -399,6 +439,7 @@ class MainActor(TxnWiring, Actor):
         topic, partition = op.payload["topic"], int(op.payload["partition"])
         name = op.payload.get("name") or op.sender or pops.toppar_name(topic, partition)
         self.toppars[(topic, partition)] = name
+        self.restored.discard(name)  # the reply below is its first answer from this main
         if topic not in self.topics or topic not in self.cache.topics:  # new, or its cache entry expired
             self.topics.add(topic)
             self.scheduler.request([topic], time.monotonic())

@@ -3,7 +3,7 @@ pure partition core (``kqactors.core.producer.partition``) to ops: PRODUCE frame
 and compressed here (the multi-core part), XMIT to the leader's broker actor, XMIT_RESULT back, DR rows to
 the app, METADATA_REFRESH / PID_BUMP / pops.DRAINED / ERR to main, and one timer for linger, backoff and timeouts.
 
-Ops in:  PRODUCE, pops.FLUSH, pops.PURGE, RESTARTED, RECOVER (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
+Ops in:  PRODUCE, pops.FLUSH, pops.PURGE, RESTARTED, RECOVER, BROKERS_DOWN (app); LEADER, PID, pops.FATAL (main); XMIT_RESULT (broker/N); pops.TOPPAR_WAKE (timer).
 Ops out: DR, TOPPAR_SEQ (app), XMIT (broker/N), TOPPAR_JOIN, METADATA_REFRESH, PID_BUMP, pops.DRAINED, ERR (main).
 Transactional (transactional.id): before its first batch after running empty, a toppar asks main to add the
 partition to the transaction (TXN_ADD_PARTITION) and sends nothing until main answers; it reports batches that
@@ -160,6 +160,15 @@ class TopparActor(Actor):
                                  int(payload.get("next_seq", 0)), payload.get("batches") or []):
             log.info("%s: sequences could not be recovered; bumping the epoch", self.ctx.name)
             self.restart_bump = True
+        self._pump()
+
+    @on(pops.BROKERS_DOWN)
+    def _on_brokers_down(self, op: Op) -> None:
+        """Main's host died with these broker actors: what they had accepted gets no XMIT_RESULT any more."""
+        lost = {int(node) for node in (op.payload or {}).get("brokers") or ()}
+        core = self.core
+        for batch_id in [b for b, batch in core.inflight.items() if batch.broker_id in lost]:
+            core.on_result(batch_id, KafkaError._TRANSPORT, request_sent=True)
         self._pump()
 
     @on(pops.PURGE)

@@ -18,6 +18,9 @@ LOST = "lost"
 
 CGRP_SUBSCRIBE = "CGRP_SUBSCRIBE"          # app → cgrp request {topics}
 CGRP_UNSUBSCRIBE = "CGRP_UNSUBSCRIBE"      # app → cgrp request {stored}
+# app → cgrp: the cgrp actor that died with main's host was this member; the restarted one carries on as it
+# (no rebalance, no lost assignment): {topics, member_id, generation_id, protocol, assignment: [[topic, partition]]}
+CGRP_RESUME = "CGRP_RESUME"
 CGRP_POLL = "CGRP_POLL"                    # app → cgrp {stored}: poll()/consume() was called
 CGRP_REBALANCE_DONE = "CGRP_REBALANCE_DONE"  # app → cgrp {partitions|None, stored}: callback returned
 CGRP_COMMIT = "CGRP_COMMIT"                # app → cgrp (request when synchronous) {offsets|None, tag, stored}

@@ -26,6 +26,10 @@ SEQ = "TOPPAR_SEQ"
 # {producer_id, epoch, next_seq, batches: [[first_msgid, count, base_seq]]} — resend those batches exactly so the
 # broker deduplicates what it already has, number what follows from next_seq
 RECOVER = "TOPPAR_RECOVER"
+# app → toppar: the broker actors named died with main's host: {brokers: [node ids]}; the batches they had
+# accepted will never be answered, so they fail as a lost connection (_TRANSPORT, possibly persisted) and are
+# retried (idempotent: with the same sequences, which the restarted main keeps valid)
+BROKERS_DOWN = "TOPPAR_BROKERS_DOWN"
 # main → toppar: the partition's leader; the idempotent producer's id and epoch; a fatal producer error
 LEADER = "LEADER"
 PID = "PID"

@@ -27,6 +27,7 @@ from typing import Any
 from kqactors.client.consumer.group import GroupClient
 from kqactors.client.consumer.offsets import OffsetLookup
 from kqactors.client.handle import ClientHandle, ClusterMetadata, timeout_seconds
+from kqactors.client.handle.recovery import MainState
 from kqactors.config import Config
 from kqactors.core.consumer.packing import MessageBatch
 from kqactors.core.consumer.position import PositionTable
@@ -122,6 +123,7 @@ class Consumer:
         self._group: GroupClient | None = None
         handle.stats_fields = self._stats_fields
         handle.on_actors_down(self._actors_down)
+        self._main_state = MainState(handle.shipped)  # the ctoppars a restarted main tells their leader again
         # The toppar hosts import the decode pipeline while the main host starts main: not one host after
         # the other at the first assign() (~0.15 s each), and nothing here waits for it.
         self._rt = handle.start(MAIN_FACTORY, [CTOPPAR_FACTORY])
@@ -240,6 +242,7 @@ class Consumer:
             self._logger.log(logging.ERROR, f"kqactors consumer could not start {name}: {exc}")
             return None
         toppar = self._toppars[key] = _Toppar(name, host_key, self._rt.host_restarts(host_key))
+        self._main_state.toppar_spawned(topic, partition, name)
         return toppar
 
     def _send_many(self, items: list[tuple[str, Op]]) -> None:
@@ -515,12 +518,17 @@ class Consumer:
         """A host died (served in poll()'s thread): the group learns first whether its actor went with it
         (on_lost runs, the assignment is dropped), then each ctoppar of that host (the main host too: with
         kqactors.hosts=0 it runs the ctoppars) starts again at the app's position; ops to it that cannot be
-        sent while the host restarts are kept and sent once it is back."""
+        sent while the host restarts are kept and sent once it is back. Main's host takes the broker actors
+        that fetched for every ctoppar: all start again at the app's position (the restarted main, which
+        knows them from ``_recovery``, tells them their leader, and they fetch from its new broker actor)."""
         if self._group is not None and hasattr(self._group, "on_actors_down"):
             self._group.on_actors_down(host, names, restarts)
+        main_died = "main" in names  # with its broker actors: every ctoppar fetches again, at the app's position
         for (topic, partition), toppar in list(self._toppars.items()):
             if toppar.host == host and toppar.restarts != restarts:
                 toppar.restarts = restarts
+                self._restart_toppar(toppar, topic, partition)
+            elif main_died:
                 self._restart_toppar(toppar, topic, partition)
 
     # ---- offsets and metadata ----------------------------------------------------------------------------

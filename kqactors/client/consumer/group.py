@@ -38,6 +38,7 @@ from kqactors.ops.group import (
     CGRP_POLL,
     CGRP_REBALANCE,
     CGRP_REBALANCE_DONE,
+    CGRP_RESUME,
     CGRP_STATE,
     CGRP_SUBSCRIBE,
     CGRP_UNSUBSCRIBE,
@@ -121,6 +122,8 @@ class GroupClient:
                       host=host if host is not None else 0, wait=False)
         self._topics: list[str] = []
         self._resubscribe = False
+        #: the member a cgrp actor that died with its host was, for its successor to carry on as (CGRP_RESUME)
+        self._resume: dict[str, Any] | None = None
         self._callbacks: dict[str, Callable[..., Any] | None] = {ASSIGN: None, REVOKE: None, LOST: None}
         self._subscribed = False
         self._assigned: set[tuple[str, int]] = set()
@@ -129,6 +132,8 @@ class GroupClient:
         self._reset_policy = get("auto.offset.reset") or "latest"
         self._explicit: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         self._shipped_positions: dict[tuple[str, int], int] = {}
+        #: the last store_offsets() value shipped per partition: a restarted cgrp gets them again (CGRP_RESUME)
+        self._explicit_shipped: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         self._member_id = ""
         self._generation_id = -1
         self._join_state = "INIT"
@@ -147,6 +152,7 @@ class GroupClient:
             raise RuntimeError("Consumer closed")
 
     def _request(self, op: Op, timeout: float) -> dict[str, Any]:
+        self._send_resume()
         try:
             reply = self._rt.request(self._name, op, timeout=timeout)
         except ActorError as exc:
@@ -181,6 +187,7 @@ class GroupClient:
         rows = []
         for key in sorted(self._explicit if keys is None else set(self._explicit) & keys):
             offset, epoch, metadata = self._explicit.pop(key)
+            self._explicit_shipped[key] = (offset, epoch, metadata)
             rows.append([key[0], key[1], offset, epoch, metadata, True])
         return rows
 
@@ -338,6 +345,7 @@ class GroupClient:
         now = time.monotonic()
         if now - self._last_report >= _POLL_REPORT_S:
             self._last_report = now
+            self._send_resume()
             if self._resubscribe and self._send(Op(CGRP_SUBSCRIBE, {"topics": self._topics})):
                 self._resubscribe = False
             self._send(Op(CGRP_POLL, {"stored": self._stored_rows()}))
@@ -357,9 +365,29 @@ class GroupClient:
         if not self._closed and self._name in names:
             self._actor_restarted()
 
+    def _send_resume(self) -> None:
+        """Before anything else reaches a restarted cgrp actor: who it is (see _actor_restarted)."""
+        if self._resume is not None and self._send(Op(CGRP_RESUME, self._resume)):
+            self._resume = None
+
     def _actor_restarted(self) -> None:
-        """The cgrp actor's host died and is restarted with a fresh actor: what we held is lost (on_lost
-        runs), and the subscription is sent again so the new actor rejoins the group."""
+        """The cgrp actor's host died and is restarted with a fresh actor. A steady member (member id,
+        generation, no rebalance callback pending) keeps its assignment and positions: the new actor is told
+        to carry on as that member (CGRP_RESUME; the coordinator still counts it in, its session has not
+        expired) — nothing is revoked, lost or fetched again. Otherwise what we held is lost (on_lost runs)
+        and the subscription is sent again so the new actor rejoins the group."""
+        if (self._subscribed and self._member_id and self._generation_id >= 0 and self._rebalance is None
+                and not self.settings.consumer_protocol):
+            log.info("consumer group actor restarted: carrying on as member %s (generation %d)", self._member_id,
+                     self._generation_id)
+            self._resume = {"topics": list(self._topics), "member_id": self._member_id,
+                            "generation_id": self._generation_id, "protocol": None,
+                            "assignment": [list(key) for key in sorted(self._assigned)]}
+            # the offsets the dead actor held to auto-commit went with it: ship every one again
+            self._shipped_positions.clear()
+            for key, value in self._explicit_shipped.items():
+                self._explicit.setdefault(key, value)
+            return
         log.warning("consumer group actor restarted: assignment lost, rejoining")
         lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
         self._drop(lost)
@@ -427,6 +455,7 @@ class GroupClient:
             self._app_started -= keys
             for key in keys:
                 self._explicit.pop(key, None)
+                self._explicit_shipped.pop(key, None)
                 self._shipped_positions.pop(key, None)
             self._consumer._apply_assignment([TopicPartition(tp.topic, tp.partition) for tp in gone],
                                              incremental=True, add=False)

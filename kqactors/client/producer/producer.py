@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.client.handle.placement import fixed_host_for
+from kqactors.client.handle.recovery import MainState
 from kqactors.client.producer.buffers import new_delivery_counter, new_producer_buffers, serve_reports_py
 from kqactors.client.producer.moves import TopparMoves
-from kqactors.client.producer.recovery import note_sequences, recovery_ops
+from kqactors.client.producer.recovery import brokers_down, lost_runs, note_sequences, recovery_ops
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config
@@ -184,6 +185,7 @@ class Producer(_ProducerBase):
         handle.on_restarted = self._on_restarted
         handle.on_metadata(self._note_partition_counts)
         handle.on_actors_down(self._actors_down)
+        self._main_state = MainState(handle.shipped)  # what a restarted main is restarted with (recovery.py)
         # The toppar hosts import the producer pipeline while the main host starts main, rather than one
         # host after the other inside the first produce()'s hand-over.
         self._rt = handle.start(MAIN_FACTORY, [TOPPAR_FACTORY])
@@ -804,6 +806,7 @@ class Producer(_ProducerBase):
         in the pending table until its delivery report. Mark the toppars to rebuild: the next hand-over re-hands
         them what their predecessors held (_recover_restarted), before any new message. Runs on the thread that
         hands over, under the hand-over lock, before the hand-over that follows the death."""
+        brokers_down(self._rt, self._buffers, host, names)
         for buf in list(self._buffers.partitions.values()):
             if not buf.spawned or buf.host != host or restarts == buf.incarnation:
                 continue
@@ -820,11 +823,13 @@ class Producer(_ProducerBase):
             queue = self._seq_queue
             while (op := queue.poll(0)) is not None:
                 if op.type == pops.SEQ:
-                    note_sequences(self._buffers, op.payload)
+                    self._main_state.note_identity(note_sequences(self._buffers, op.payload))
         moves = self._moves
         for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
             if moves and moves.holding(buf.name):
                 continue  # moving: its successor gets these (moves.py)
+            if self._txn is not None:  # what the dead toppar held fails with the transaction, is not re-handed
+                self._fail_pending(buf, self._txn_lost_upto.pop(buf.name, 0), KafkaError._TRANSPORT)
             ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
             try:
                 self._rt.send_many((buf.name, op) for op in ops_)
@@ -891,6 +896,7 @@ class Producer(_ProducerBase):
             self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
             return False
         buf.spawned = True
+        self._main_state.toppar_spawned(buf.topic, buf.partition, buf.name)
         buf.host = self._rt.host_keys[host]
         buf.incarnation = self._rt.host_restarts(buf.host)
         if self._fatal is not None:
@@ -918,6 +924,7 @@ class Producer(_ProducerBase):
         """transactional.id: produce() is allowed only inside a transaction. The gate wraps this instance's
         produce() (the C one, or a subclass's), so a non-transactional producer's hot path is untouched."""
         self._txn = TransactionalApi(self, transaction_timeout_ms)
+        self._txn_lost_upto: dict[str, int] = {}  # toppar → last msgid handed to it before its host died
         inner = self.produce
 
         def produce(*args: Any, **kwargs: Any) -> None:
@@ -939,7 +946,34 @@ class Producer(_ProducerBase):
         produce_values.__doc__ = inner_values.__doc__
         self.produce_values = produce_values  # type: ignore[method-assign]
         # A toppar host that dies takes the messages it held with it: the transaction cannot commit.
-        self._handle.on_actors_down(lambda *_args: self._txn is not None and self._txn.note_failed(1))
+        self._handle.on_actors_down(self._txn_host_down)
+
+    def _txn_host_down(self, host: str, names: list[str], _restarts: int) -> None:
+        """A host died mid-transaction: its messages (a toppar host) or the transaction itself (main's host, see
+        TransactionalApi.on_main_lost) are lost, so the transaction cannot commit: abortable. What its toppars
+        held is reported failed when they are rebuilt (_recover_restarted), never re-handed."""
+        if self._txn is None:
+            return
+        self._txn.note_failed(1)
+        for buf in list(self._buffers.partitions.values()):
+            if buf.spawned and buf.host == host:
+                self._txn_lost_upto[buf.name] = buf.handed_upto
+        if "main" in names:
+            self._txn.on_main_lost()
+
+    def _fail_pending(self, buf: Any, upto: int, code: int) -> None:
+        """Report ``buf``'s pending messages up to msgid ``upto`` failed with ``code``."""
+        rows = [(first, count, code, -1, -1) for first, count in lost_runs(self._buffers, buf, upto)]
+        if rows:
+            self._buffers.complete(buf.topic, buf.partition, rows, self._on_delivery, self._only_errors)
+
+    def _fail_rebuilding(self) -> None:
+        """An abort: the messages waiting for a toppar still being rebuilt after its host died belong to the
+        aborted transaction: purged (_PURGE_QUEUE) rather than re-handed into the next one."""
+        with self._handover_lock:
+            for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
+                self._fail_pending(buf, buf.handed_upto, KafkaError._PURGE_QUEUE)
+                self._txn_lost_upto.pop(buf.name, None)
 
     def _require_txn(self) -> TransactionalApi:
         self._check_open()

@@ -12,7 +12,12 @@ toppar (docs/reliability.md):
   restarted toppar gets them (``TOPPAR_RECOVER``) to resend those batches with the same producer id, epoch and
   sequences — the broker answers any it already wrote as a duplicate — and to number what follows on;
 - without known sequences (non-idempotent, transactional, or nothing sent yet) the restarted toppar gets
-  ``TOPPAR_RESTARTED`` (an idempotent one moves to a new epoch first).
+  ``TOPPAR_RESTARTED`` (an idempotent one moves to a new epoch first);
+- what a restarted ``main`` must not lose is kept in the configuration it is restarted from
+  (``kqactors.client.handle.recovery.MainState``): the producer
+  id/epoch the toppars stamp (from their TOPPAR_SEQ notes) and the toppars that joined main. The restarted main
+  adopts that identity instead of asking for a new one, so the toppars' retries of what was in flight when the
+  broker connections died are deduplicated by the broker, and tells every toppar its leader again.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ from typing import Any
 
 from kqactors.core.producer.packing import pack_messages
 from kqactors.ops import producer as pops
-from kqactors.runtime.op import Op
+from kqactors.runtime.op import ActorError, Op
 
-__all__ = ["note_sequences", "recovery_ops"]
+__all__ = ["brokers_down", "lost_runs", "note_sequences", "recovery_ops"]
 
 _SEQ_MOD = 1 << 31
 # pending entry layout (kqactors.client.producer.buffers)
@@ -32,12 +37,13 @@ _KEY, _VALUE, _HEADERS, _TS, _CB, _ENQ, _SIZE = range(7)
 _REHAND_MESSAGES = 4096
 
 
-def note_sequences(buffers: Any, payload: dict) -> None:
+def note_sequences(buffers: Any, payload: dict) -> tuple[int, int] | None:
     """A toppar's TOPPAR_SEQ rows [first_msgid, count, producer_id, epoch, base_seq]: keep them for the batches
-    not reported yet (a batch is reported whole, so one msgid tells), and the sequence that follows the last."""
+    not reported yet (a batch is reported whole, so one msgid tells), and the sequence that follows the last.
+    Returns the (producer id, epoch) of the last row."""
     buf = buffers.partitions.get((payload["topic"], payload["partition"]))
     if buf is None:
-        return
+        return None
     with buffers.lock:
         notes = buf.seq_notes
         for first, count, producer_id, epoch, base_seq in payload["rows"]:
@@ -46,6 +52,23 @@ def note_sequences(buffers: Any, payload: dict) -> None:
         pending = buf.pending
         for first in [first for first in notes if first not in pending]:
             del notes[first]
+        seq_next = buf.seq_next
+    return None if seq_next is None else (seq_next[0], seq_next[1])
+
+
+def lost_runs(buffers: Any, buf: Any, upto: int) -> list[tuple[int, int]]:
+    """A transactional toppar's host died: what it held (msgids up to ``upto``) belongs to the transaction that
+    fails with it (abortable), so it is not re-handed (a later transaction would commit it): (first msgid,
+    count) runs of those messages still pending, to be reported failed."""
+    with buffers.lock:
+        msgids = sorted(m for m in buf.pending if m <= upto)
+    runs: list[tuple[int, int]] = []
+    for msgid in msgids:
+        if runs and runs[-1][0] + runs[-1][1] == msgid:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((msgid, 1))
+    return runs
 
 
 def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool) -> list[Op]:
@@ -84,3 +107,19 @@ def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool) -> list[
         ops.append(Op(pops.PRODUCE, payload, [frame]))
         start = end
     return ops
+
+
+def brokers_down(rt: Any, buffers: Any, host: str, names: list[str]) -> None:
+    """Main's host died with its broker actors: tell every toppar elsewhere (BROKERS_DOWN) that what those
+    accepted will never be answered, so it retries that now instead of at its request timeout. The toppars of
+    the dead host itself are rebuilt whole (recovery_ops)."""
+    brokers = [int(name[len("broker/"):]) for name in names
+               if name.startswith("broker/") and name[len("broker/"):].lstrip("-").isdigit()]
+    if not brokers:
+        return
+    targets = [buf.name for buf in list(buffers.partitions.values()) if buf.spawned and buf.host != host]
+    for name in targets:
+        try:
+            rt.send(name, Op(pops.BROKERS_DOWN, {"brokers": brokers}))
+        except ActorError:
+            pass  # its own host is restarting too: it is rebuilt whole

@@ -29,6 +29,7 @@ __all__ = ["TransactionalApi"]
 
 _STEP_WAIT_CHUNK_S = 30.0   # an unbounded step is waited for in chunks (it is asked again: steps resume)
 _REPLY_SLACK_S = 2.0        # main answers a step at its deadline; the app waits this much longer
+_MAIN_BACK_POLL_S = 0.05   # how often a step asks again while main's host restarts
 _ABORTABLE_STATES = frozenset({"AbortableError", "FatalError"})
 
 
@@ -60,6 +61,10 @@ class TransactionalApi:
         self.state = "Init"     # main's transaction state as last heard
         self.txn_seq = 0        # which transaction (main counts begin_transaction calls)
         self.dr_fails = 0       # messages of the current transaction whose delivery failed
+        #: main's host died after init_transactions: the restarted main knows no transaction (the coordinator
+        #: state, the partitions in the transaction); the one in progress is lost (abortable) and the next
+        #: abort or begin initializes the restarted main again (InitProducerId fences the dead one's epoch)
+        self.main_lost = False
 
     # ---- the API -----------------------------------------------------------------------------------------
     def init_transactions(self, timeout: Any = None) -> None:
@@ -74,7 +79,9 @@ class TransactionalApi:
 
     def begin_transaction(self) -> None:
         self._begin_api("begin_transaction")
-        error = self._step("begin", math.inf)
+        error = self._reinit(time.monotonic() + 2 * self.transaction_timeout_s)
+        if error is None:
+            error = self._step("begin", math.inf)
         if error is None:
             self.dr_fails = 0
         self._return_api(False, error)
@@ -96,6 +103,8 @@ class TransactionalApi:
     def commit_transaction(self, timeout: Any = None) -> None:
         deadline = time.monotonic() + _timeout_s(timeout)
         self._begin_api("commit_transaction")
+        if self.main_lost:
+            self._return_api(False, self._lost_error())
         if (error := self._step("begin_commit", deadline)) is not None:
             self._return_api(False, error)
         self.may_enq = False
@@ -108,17 +117,54 @@ class TransactionalApi:
     def abort_transaction(self, timeout: Any = None) -> None:
         deadline = time.monotonic() + _timeout_s(timeout)
         self._begin_api("abort_transaction")
+        if self.main_lost:
+            # Nothing of the transaction can be committed any more, nor its sequences kept: everything goes
+            # (reported _PURGE_QUEUE / _PURGE_INFLIGHT), then the restarted main is initialized again.
+            self.may_enq = False
+            self._producer.purge(in_queue=True, in_flight=True, blocking=True)
+            self._producer._fail_rebuilding()
+            if (error := self._flush(deadline, "abort")) is not None:
+                self._return_api(True, error)
+            error = self._reinit(deadline)
+            self._return_api(error is not None, error)
+            return
         if (error := self._step("begin_abort", deadline)) is not None:
             self._return_api(False, error)
         self.may_enq = False
         # What is queued goes (delivery reports _PURGE_QUEUE); what is in flight is waited for, as its loss
         # would leave a gap in the partitions' sequences.
         self._producer.purge(in_queue=True, in_flight=False, blocking=True)
+        self._producer._fail_rebuilding()
         if (error := self._flush(deadline, "abort")) is not None:
             self._return_api(True, error)
         if (error := self._step("abort", deadline)) is not None:
             self._return_api(True, error)
         self._return_api(False, self._step("ack_abort", math.inf))
+
+    # ---- main's host died ------------------------------------------------------------------------------------
+    def on_main_lost(self) -> None:
+        """Main's host died (the client handle's notice). Before init_transactions there is nothing to lose."""
+        if self.state in ("Init", "WaitPid") or self.main_lost:
+            return
+        self.main_lost = True
+        self.may_enq = False
+        if self.state != "Ready":
+            self.state = "AbortableError"
+
+    def _lost_error(self) -> KafkaError:
+        return KafkaError(KafkaError._TRANSPORT, "the transaction was lost with the producer's main host (it died "
+                                                 "and was restarted): abort it", txn_requires_abort=True)
+
+    def _reinit(self, deadline: float) -> KafkaError | None:
+        """After main_lost: init the restarted main's transaction manager (as init_transactions does)."""
+        if not self.main_lost:
+            return None
+        if (error := self._step("init", deadline)) is not None:
+            return error
+        if (error := self._step("ack_init", math.inf)) is not None:
+            return error
+        self.main_lost = False
+        return None
 
     # ---- what the Producer tells us ------------------------------------------------------------------------
     def produce_refused(self) -> KafkaException:
@@ -179,6 +225,13 @@ class TransactionalApi:
             except ActorError as exc:
                 if exc.code == ErrorCode.TIMED_OUT and timeout_ms is None:
                     continue  # unbounded: ask again (the step resumes where main is)
+                if exc.code in (ErrorCode.DEAD_ACTOR, ErrorCode.UNKNOWN_ACTOR):
+                    self.on_main_lost()  # its host died: the notice may not have been served yet
+                    if self.main_lost and step not in ("init", "ack_init"):
+                        return self._lost_error()
+                    if self.main_lost and time.monotonic() < deadline:
+                        time.sleep(_MAIN_BACK_POLL_S)  # main's host is restarting: ask the new main
+                        continue
                 code = KafkaError._TIMED_OUT if exc.code == ErrorCode.TIMED_OUT else KafkaError._TRANSPORT
                 return KafkaError(code, f"no answer from the producer's main actor: {exc}", retriable=True)
             payload = reply.payload or {}

@@ -91,6 +91,7 @@ class GroupStateMachine(JoinMixin, OffsetsMixin):
         self._offsets_wanted: set[TopicPartitionKey] = set()
         self._offsets_in_flight: set[TopicPartitionKey] = set()
         self._queued_commits: list[tuple[list, Any]] = []
+        self._resumed = False  # resume(): the first metadata is the joined snapshot, not a change
 
     # --- read-only views -------------------------------------------------------------------------
     @property
@@ -179,6 +180,32 @@ class GroupStateMachine(JoinMixin, OffsetsMixin):
         self._advance(now)
         return self._drain()
 
+    def resume(self, topics: list[str], member_id: str, generation_id: int, protocol_name: str | None,
+               assignment: list[TopicPartitionKey], now: float) -> list[Action]:
+        """Carry on as the member a predecessor machine was (its actor died with its host; the app kept this):
+        same member id, generation and assignment, steady, heartbeating once the coordinator is found. The
+        coordinator still counts the member in (its session has not expired), so nothing is revoked or
+        fetched again; a rebalance or an unknown member is then handled as for any member."""
+        self._check_usable()
+        self.subscription = sorted(set(topics))
+        self._patterns = [re.compile(t) for t in self.subscription if t.startswith("^")]
+        self.member_id = member_id
+        self.generation_id = int(generation_id)
+        self.protocol_name = protocol_name
+        self._assignment = {(str(t), int(p)) for t, p in assignment}
+        self.join_state = JoinState.STEADY
+        self._resumed = True
+        self._metadata_wanted = True
+        literal = [t for t in self.subscription if not t.startswith("^")]
+        self._emit(RequestMetadata(None if self._patterns else literal))
+        self._note_poll(now)
+        if self.settings.enable_auto_commit and "auto_commit" not in self._deadlines:
+            self._set_deadline("auto_commit", now + self.settings.auto_commit_interval_ms)
+        self._set_deadline("session", now + self.settings.session_timeout_ms)
+        self._ensure_coordinator_query(now)
+        self._advance(now)
+        return self._drain()
+
     def unsubscribe(self, now: float) -> list[Action]:
         """Revoke everything (committing if enable.auto.commit), leave the group, stay usable."""
         self._check_usable()
@@ -252,6 +279,9 @@ class GroupStateMachine(JoinMixin, OffsetsMixin):
         self._metadata_wanted = False
         if self.join_state is JoinState.WAIT_METADATA:
             self._leader_assign(now)
+        elif self._resumed and self.generation_id >= 0:
+            self._resumed = False
+            self._joined_snapshot = self._own_snapshot()
         elif self.generation_id >= 0 and self.join_state is not JoinState.WAIT_SYNC:
             changed = self._own_snapshot() != self._joined_snapshot
             if self.is_leader and self._group_snapshot:

@@ -46,9 +46,9 @@ _DECODE_STEP = "CTOPPAR_DECODE_STEP"
 #: Decoded bytes per frame sent to the app: big enough that per-frame costs vanish, small enough that the
 #: first messages of a large fetch leave within a millisecond or two of its arrival.
 DECODE_STEP_BYTES = 1 << 20
-#: Fetched bytes that may wait here undecoded while the partition's fetching stays open. Small slices (a
-#: few messages each, at low rates) then never close it, which would cost a FETCH_FLOW round trip through
-#: the broker actor and a skipped Fetch; a large slice still closes it until decoded.
+#: Fetched bytes that may always wait here undecoded while the partition's fetching stays open (more when
+#: the prefetch queue has room). Small slices (a few messages each, at low rates) then never close it, which
+#: would cost a FETCH_FLOW round trip through the broker actor and a skipped Fetch.
 MAX_UNDECODED_BYTES = 1 << 20
 _JOIN_RETRY_S = 0.2
 _AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
@@ -296,8 +296,14 @@ class ConsumerTopparActor(Actor):
     def _fetch_wanted(self) -> bool:
         """Prefetch credit is left, and little fetched data waits here undecoded: credit is charged as
         frames are decoded, so without the second condition slices could pile up undecoded."""
-        return self.credit.fetch_allowed and (len(self._outbound) <= 1
-                                              or self._undecoded_bytes < MAX_UNDECODED_BYTES)
+        credit = self.credit
+        if not credit.fetch_allowed:
+            return False
+        # Undecoded bytes count against the partition's share of queued.max.messages.kbytes (librdkafka
+        # counts fetched bytes there too): while the queue has room, a slice arriving before the previous
+        # one is decoded keeps fetching open, so the next Fetch overlaps the decode instead of waiting for it.
+        room = max(MAX_UNDECODED_BYTES, credit.max_bytes - credit.outstanding_bytes)
+        return len(self._outbound) <= 1 or self._undecoded_bytes < room
 
     def _clear_outbound(self) -> None:
         self._outbound.clear()

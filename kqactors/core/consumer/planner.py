@@ -49,6 +49,9 @@ _MSG_SIZE_TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
 _BAD_MSG = KafkaError._BAD_MSG
 _MAX_PARTITION_BYTES = 1_000_000_000
 _ZERO_UUID = bytes(16)
+HELD_WAIT_MS = 20
+"""max_wait_ms of a Fetch while a flow-closed partition has data waiting on the broker (see _backlog_held):
+the partitions in the request may be at their end, and the held one must not wait behind their long-poll."""
 
 Key = tuple[str, int]
 
@@ -277,13 +280,26 @@ class FetchPlanner:
                 partition_max_bytes=target.max_bytes,
             ))  # fmt: skip
             planned[(target.topic, target.partition)] = (target.version, target.offset, target.max_bytes)
+        max_wait_ms = settings.fetch_wait_max_ms
+        if max_wait_ms > HELD_WAIT_MS and self._backlog_held():
+            max_wait_ms = HELD_WAIT_MS
         request = FetchRequest(
-            replica_id=-1, max_wait_ms=settings.fetch_wait_max_ms, min_bytes=settings.fetch_min_bytes,
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=settings.fetch_min_bytes,
             max_bytes=settings.fetch_max_bytes, isolation_level=settings.isolation_level, session_id=0,
             session_epoch=-1, topics=list(topics.values()),
         )  # fmt: skip
         self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known)
         return self.in_flight
+
+    def _backlog_held(self) -> bool:
+        """Some partition has data waiting on the broker but its prefetch flow is closed: a long-poll now
+        would keep it from being fetched for up to fetch.wait.max.ms after the flow opens again (a Fetch in
+        flight cannot be cut short, and brokers hold one for the partitions already at their end)."""
+        for t in self._targets.values():
+            if (t.state == ACTIVE and not t.flow_open and not t.paused
+                    and 0 <= t.offset < t.high_watermark):
+                return True
+        return False
 
     def next_wakeup(self, now: float | None = None) -> float | None:
         """Clock time at which a backed-off partition becomes fetchable (None: nothing is waiting on time)."""

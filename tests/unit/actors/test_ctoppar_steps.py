@@ -27,13 +27,13 @@ def _records(count: int, first: int = 0) -> bytes:
 
 
 class _Harness:
-    def __init__(self) -> None:
+    def __init__(self, **start: int) -> None:
         self.to_app: list[Op] = []
         self.flows: list[bool] = []  # FETCH_FLOW "open" values sent to the broker actor, in order
         self.core = HostCore("h0", self._transmit)
         self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", "main": "h1"}}, target=HOST_CONTROL)])
         self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
-        self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0}, sender="app"),
+        self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0, **start}, sender="app"),
                      Op(pops.LEADER, {"broker_id": 1}, sender="main"))
 
     def _transmit(self, _key: str, batch: list[Op]) -> None:
@@ -93,18 +93,36 @@ def test_frames_not_yet_sent_are_dropped_when_the_partition_is_stopped(small_ste
     assert [op.payload["messages"] for op in h.to_app] == [10]
 
 
-def test_fetching_pauses_while_a_second_slice_waits_to_be_decoded(small_steps: None,
+def test_fetching_pauses_while_the_queue_has_no_room_for_what_waits_undecoded(small_steps: None,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Credit is charged as frames are decoded, so slices fetched meanwhile would pile up undecoded: the
-    broker actor is told to stop fetching while more than MAX_UNDECODED_BYTES wait, and to go on once only
-    the one being decoded is left."""
+    broker actor is told to stop fetching while more undecoded bytes wait than the prefetch queue has room
+    for (at least MAX_UNDECODED_BYTES), and to go on once the app has consumed them."""
     first, second = _records(100), _records(50, first=100)
     monkeypatch.setattr(ctoppar, "MAX_UNDECODED_BYTES", len(first) + len(second))
-    h = _Harness()
+    h = _Harness(max_bytes=len(first) + len(second))
     h.run()
     h.deliver(h.fetched(first, 0, 100), h.fetched(second, 100, 150))
     h.run()
+    assert h.flows == [False]
+    assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
+    sent = sum(len(op.frames[0]) for op in h.to_app)
+    h.deliver(Op(cops.CREDIT, {"version": 2, "messages": 150, "nbytes": sent}, sender="app"))
+    h.run()
     assert h.flows == [False, True]
+
+
+def test_slices_arriving_faster_than_decoded_keep_fetching_open_while_the_queue_has_room(
+        small_steps: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large slices (Tansu answers MBs per partition) arrive before the previous one is decoded: fetching
+    goes on while the partition's prefetch queue has room for them, so the next Fetch overlaps the decode."""
+    first, second = _records(100), _records(50, first=100)
+    monkeypatch.setattr(ctoppar, "MAX_UNDECODED_BYTES", 16)
+    h = _Harness(max_bytes=100 * (len(first) + len(second)))
+    h.run()
+    h.deliver(h.fetched(first, 0, 100), h.fetched(second, 100, 150))
+    h.run()
+    assert h.flows == []
     assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
 
 

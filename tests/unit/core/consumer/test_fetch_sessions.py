@@ -1,0 +1,147 @@
+"""Runs in: unit tests. The planner's fetch sessions (KIP-227) and closest-replica handling (KIP-392):
+what full and incremental requests carry, when the session starts over, and what a preferred read replica or
+a follower's error asks the toppar to do. Responses go through the real Fetch codec (v12)."""
+
+from __future__ import annotations
+
+from support.clock import FakeClock
+
+from kqactors.core.consumer.planner import REVERTED, FetchPlanner
+from kqactors.core.consumer.settings import FetchSettings
+from kqactors.errors import KafkaError
+from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
+from kqactors.records import build_batch
+
+V = 12
+
+
+def batch(base: int, count: int) -> bytes:
+    return bytes(build_batch([(1, None, b"x", None)] * count, base_offset=base))
+
+
+def respond(parts: dict[tuple[str, int], dict], session_id: int = 0, error_code: int = 0) -> FetchResponse:
+    topics: dict[str, FetchableTopicResponse] = {}
+    for (topic, partition), fields in parts.items():
+        topics.setdefault(topic, FetchableTopicResponse(topic=topic, partitions=[])).partitions.append(
+            PartitionData(partition_index=partition, **fields))
+    response = FetchResponse(error_code=error_code, session_id=session_id, responses=list(topics.values()))
+    return FetchResponse.decode(response.encode(V), V)
+
+
+def listed(request: FetchRequest) -> dict[tuple[str, int], int]:
+    return {(t.topic, p.partition): p.fetch_offset for t in request.topics for p in t.partitions}
+
+
+def forgotten(request: FetchRequest) -> set[tuple[str, int]]:
+    return {(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions}
+
+
+def wire(request: FetchRequest) -> FetchRequest:
+    """The request as the broker reads it."""
+    return FetchRequest.decode(request.encode(V), V)
+
+
+def make(**settings) -> FetchPlanner:
+    planner = FetchPlanner(FetchSettings(**settings), clock=FakeClock())
+    for p in range(3):
+        planner.start("t", p, 0, version=1)
+    return planner
+
+
+def test_a_full_request_opens_the_session_and_incremental_ones_list_only_what_changed() -> None:
+    planner = make()
+    plan = planner.build(sessions=True)
+    req = wire(plan.request)
+    assert (req.session_id, req.session_epoch) == (0, 0)
+    assert listed(req) == {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    planner.handle_response(plan, respond({("t", 0): {"high_watermark": 5, "records": batch(0, 5)},
+                                           ("t", 1): {"high_watermark": 0}, ("t", 2): {"high_watermark": 0}},
+                                          session_id=77))
+    plan = planner.build(sessions=True)
+    req = wire(plan.request)
+    assert (req.session_id, req.session_epoch) == (77, 1)
+    assert listed(req) == {("t", 0): 5} and forgotten(req) == set()  # only the partition that moved on
+    assert set(plan.partitions) == {("t", 0), ("t", 1), ("t", 2)}  # the broker may answer for any of them
+    # an incremental answer names only partitions with news; data for an unlisted one is delivered too
+    outcome = planner.handle_response(plan, respond({("t", 2): {"high_watermark": 3, "records": batch(0, 3)}},
+                                                    session_id=77))
+    assert [(sl.partition, sl.next_offset) for sl in outcome.slices] == [(2, 3)]
+    req = wire(planner.build(sessions=True).request)
+    assert (req.session_id, req.session_epoch) == (77, 2)
+    assert listed(req) == {("t", 2): 3}
+
+
+def test_partitions_not_fetched_now_are_forgotten_and_come_back_when_fetchable() -> None:
+    planner = make()
+    plan = planner.build(sessions=True)
+    planner.handle_response(plan, respond({}, session_id=9))
+    planner.set_flow("t", 1, False)
+    planner.stop("t", 2)
+    plan = planner.build(sessions=True)
+    req = wire(plan.request)
+    assert listed(req) == {} and forgotten(req) == {("t", 1), ("t", 2)}
+    assert set(plan.partitions) == {("t", 0)}
+    planner.handle_response(plan, respond({}, session_id=9))
+    planner.set_flow("t", 1, True)
+    req = wire(planner.build(sessions=True).request)
+    assert (req.session_epoch, listed(req), forgotten(req)) == (2, {("t", 1): 0}, set())
+
+
+def test_session_errors_start_over_with_a_full_request_at_once() -> None:
+    for code in (KafkaError.FETCH_SESSION_ID_NOT_FOUND, KafkaError.INVALID_FETCH_SESSION_EPOCH):
+        planner = make()
+        planner.handle_response(planner.build(sessions=True), respond({}, session_id=5))
+        plan = planner.build(sessions=True)
+        assert plan.request.session_id == 5
+        outcome = planner.handle_response(plan, respond({}, session_id=0, error_code=code))
+        assert not outcome.errors  # nothing for the application
+        plan = planner.build(sessions=True)  # no backoff: the partitions are fetchable right away
+        req = wire(plan.request)
+        assert (req.session_id, req.session_epoch) == (0, 0)
+        assert set(listed(req)) == {("t", 0), ("t", 1), ("t", 2)}
+        assert planner.session.resets == 1
+
+
+def test_a_failed_request_forgets_the_session() -> None:
+    planner = make(fetch_error_backoff_ms=0)
+    planner.handle_response(planner.build(sessions=True), respond({}, session_id=5))
+    planner.handle_failure(planner.build(sessions=True), KafkaError._TRANSPORT)
+    req = wire(planner.build(sessions=True).request)
+    assert (req.session_id, req.session_epoch, len(listed(req))) == (0, 0, 3)
+
+
+def test_a_broker_without_sessions_gets_full_requests_and_old_versions_are_sessionless() -> None:
+    planner = make()
+    for _ in range(3):
+        plan = planner.build(sessions=True)
+        assert (plan.request.session_id, plan.request.session_epoch, len(listed(plan.request))) == (0, 0, 3)
+        planner.handle_response(plan, respond({}, session_id=0))
+    planner.handle_response(planner.build(sessions=True), respond({}, session_id=3))
+    plan = planner.build(sessions=False)  # e.g. reconnected to a broker offering only Fetch v4-v6
+    assert (plan.request.session_id, plan.request.session_epoch, len(listed(plan.request))) == (0, -1, 3)
+
+
+def test_rack_id_and_the_preferred_read_replica() -> None:
+    planner = make(client_rack="eu-1a")
+    plan = planner.build(sessions=True)
+    assert wire(plan.request).rack_id == "eu-1a"
+    outcome = planner.handle_response(plan, respond({("t", 0): {"high_watermark": 9, "preferred_read_replica": 2},
+                                                     ("t", 1): {"high_watermark": 0}}))
+    assert [(m.topic, m.partition, m.version, m.broker_id) for m in outcome.preferred] == [("t", 0, 1, 2)]
+    assert not outcome.slices and planner.target("t", 0).state == REVERTED
+    assert ("t", 0) not in planner.build().partitions  # not fetched here until the toppar moves it
+
+
+def test_a_follower_that_cannot_serve_sends_the_partition_back_to_the_leader() -> None:
+    planner = FetchPlanner(FetchSettings(auto_offset_reset="earliest"), clock=FakeClock())
+    planner.start("t", 0, 50, version=1, follower=True)
+    planner.start("t", 1, 0, version=1, follower=True)
+    planner.start("t", 2, 50, version=1)  # from the leader: an out-of-range offset is reset as usual
+    outcome = planner.handle_response(planner.build(), respond({
+        ("t", 0): {"error_code": KafkaError.OFFSET_OUT_OF_RANGE, "high_watermark": 40},
+        ("t", 1): {"error_code": KafkaError.NOT_LEADER_FOR_PARTITION, "high_watermark": -1},
+        ("t", 2): {"error_code": KafkaError.OFFSET_OUT_OF_RANGE, "high_watermark": 40}}))
+    assert sorted((t, p, code) for t, p, _v, code in outcome.reverts) == [
+        ("t", 0, KafkaError.OFFSET_OUT_OF_RANGE), ("t", 1, KafkaError.NOT_LEADER_FOR_PARTITION)]
+    assert [(r.partition, r.policy) for r in outcome.resets] == [(2, "earliest")]
+    assert not outcome.errors

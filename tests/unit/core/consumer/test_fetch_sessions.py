@@ -9,7 +9,12 @@ from support.clock import FakeClock
 from kqactors.core.consumer.planner import REVERTED, FetchPlanner
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError
-from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
+from kqactors.protocol.generated.fetch import (
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
 from kqactors.records import build_batch
 
 V = 12

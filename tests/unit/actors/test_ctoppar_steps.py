@@ -18,6 +18,7 @@ from kqactors.runtime.op import HOST_CONTROL, Op
 
 NAME = "ctoppar/t/0"
 BROKER = ops.broker_name(1)
+FOLLOWER = ops.broker_name(2)
 
 
 def _records(count: int, first: int = 0) -> bytes:
@@ -30,8 +31,10 @@ class _Harness:
     def __init__(self, **start: int) -> None:
         self.to_app: list[Op] = []
         self.flows: list[bool] = []  # FETCH_FLOW "open" values sent to the broker actor, in order
+        self.to_brokers: list[Op] = []  # B_FETCH_START / B_FETCH_STOP, in order
         self.core = HostCore("h0", self._transmit)
-        self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", "main": "h1"}}, target=HOST_CONTROL)])
+        self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", FOLLOWER: "h1", ops.broker_name(3): "h1", "main": "h1"}},
+                              target=HOST_CONTROL)])
         self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
         self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0, **start}, sender="app"),
                      Op(pops.LEADER, {"broker_id": 1}, sender="main"))
@@ -39,6 +42,7 @@ class _Harness:
     def _transmit(self, _key: str, batch: list[Op]) -> None:
         self.to_app.extend(op for op in batch if op.type == cops.CONSUMER_BATCH)
         self.flows.extend(op.payload["open"] for op in batch if op.type == cops.FETCH_FLOW)
+        self.to_brokers.extend(op for op in batch if op.type in (cops.BROKER_FETCH_START, cops.BROKER_FETCH_STOP))
 
     def deliver(self, *batch: Op) -> None:
         for op in batch:
@@ -178,3 +182,59 @@ def test_a_slice_decoded_in_one_frame_costs_one_host_turn() -> None:
     h.deliver(h.fetched(_records(20), 0, 20))
     assert h.run() == 1
     assert [offset for offset, _, error in h.taken() if not error] == list(range(20))
+
+
+def _moves(h: _Harness) -> list[tuple[str, str, bool | None]]:
+    out = [(op.type, op.target, op.payload.get("follower")) for op in h.to_brokers]
+    h.to_brokers.clear()
+    return out
+
+
+def test_a_preferred_replica_takes_over_fetching_and_a_revert_or_the_lease_end_gives_it_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _Harness()
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_START, BROKER, False)]
+    h.deliver(h.fetched(_records(10), 0, 10))
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    moves = [op for op in h.to_brokers if op.type == cops.BROKER_FETCH_START]
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, BROKER, None), (cops.BROKER_FETCH_START, FOLLOWER, True)]
+    assert moves[0].payload["offset"] == 10  # where the leader left off
+    # the leader's answers are no longer taken; the follower's are
+    h.deliver(h.fetched(_records(10, first=10), 10, 20))
+    h.run()
+    assert len(h.taken()) == 10
+    h.deliver(Op(cops.FETCHED, FetchedSlice("t", 0, 2, 10, 20, _records(10, first=10)).payload(),
+                 [_records(10, first=10)], sender=FOLLOWER))
+    h.run()
+    assert [offset for offset, _, _ in h.taken()] == list(range(20))
+    # the follower lags: back to the leader at the position reached
+    h.deliver(Op(cops.FETCH_REVERT, {"version": 2, "code": 1}, sender=FOLLOWER))
+    h.run()
+    starts = [op for op in h.to_brokers if op.type == cops.BROKER_FETCH_START]
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, FOLLOWER, None), (cops.BROKER_FETCH_START, BROKER, False)]
+    assert starts[0].payload["offset"] == 20
+    # named again within a minute: not followed at once (a timer of fetch.error.backoff.ms first)
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    assert _moves(h) == []
+    actor = h.core.actors[NAME].actor
+    actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S  # a minute later
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, BROKER, None), (cops.BROKER_FETCH_START, FOLLOWER, True)]
+    # the lease ends: back to the leader; a lease-end of an older lease does nothing
+    h.deliver(Op("CTOPPAR_LEASE_END", {"lease": actor._lease - 1}))
+    h.run()
+    assert _moves(h) == []
+    h.deliver(Op("CTOPPAR_LEASE_END", {"lease": actor._lease}))
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, FOLLOWER, None), (cops.BROKER_FETCH_START, BROKER, False)]
+    # a new leader ends it too: from a follower straight to the new leader
+    actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.deliver(Op(pops.LEADER, {"broker_id": 3}, sender="main"))
+    h.run()
+    assert _moves(h)[-2:] == [(cops.BROKER_FETCH_STOP, FOLLOWER, None),
+                              (cops.BROKER_FETCH_START, ops.broker_name(3), False)]

@@ -8,7 +8,8 @@ unknown id: FETCH_SESSION_ID_NOT_FOUND), adds or updates the partitions it lists
 and every partition of the session is fetched with the offset the client last sent for it (a client that
 fails to list a moved position gets the old data again). The broker behind gets a full sessionless Fetch;
 its answer goes back with the session id, and, for an incremental request, only the partitions with records,
-an error or changed watermarks. Metadata responses name the proxy as the broker. Counters and fault switches
+an error or changed watermarks. Metadata and FindCoordinator responses name the proxy as the broker (librdkafka
+takes a coordinator's address for its broker too). Counters and fault switches
 (``drop_sessions``, ``skew_epochs``) are for the tests.
 """
 
@@ -23,10 +24,11 @@ from dataclasses import dataclass, field
 from kqactors.errors import KafkaError
 from kqactors.protocol.api import decode_request_header, decode_response_header
 from kqactors.protocol.generated.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from kqactors.protocol.generated.find_coordinator import FindCoordinatorResponse
 from kqactors.protocol.generated.metadata import MetadataResponse
 
 _SIZE = struct.Struct(">i")
-FETCH, METADATA = 1, 3
+FETCH, METADATA, FIND_COORDINATOR = 1, 3, 10
 Key = tuple[str, int]
 
 
@@ -226,13 +228,18 @@ class FetchSessionProxy:
             while (frame := _read_frame(upstream)) is not None:
                 (corr_id,) = _SIZE.unpack_from(frame, 0)
                 api_key, version, how = pending.pop(corr_id, (-1, 0, None))
-                if api_key in (FETCH, METADATA) and (api_key == METADATA or how is not None):
+                if api_key in (METADATA, FIND_COORDINATOR) or (api_key == FETCH and how is not None):
                     _, offset = decode_response_header(memoryview(frame), api_key, version)
                     header, body = frame[:offset], frame[offset:]
                     if api_key == METADATA:
                         response = MetadataResponse.decode(body, version)
                         for broker in response.brokers:
                             broker.host, broker.port = "127.0.0.1", self.port
+                    elif api_key == FIND_COORDINATOR:
+                        response = FindCoordinatorResponse.decode(body, version)
+                        for coordinator in [response, *response.coordinators]:
+                            if coordinator.port:
+                                coordinator.host, coordinator.port = "127.0.0.1", self.port
                     else:
                         response = self._answer(FetchResponse.decode(body, version), how)
                     frame = header + response.encode(version)

@@ -88,7 +88,9 @@ class FetchSource:
             self._resolve(topic, partition, version, offset)
         self.planner.set_flow(topic, partition, bool(p.get("flow_open", True)))
         self.planner.set_paused(topic, partition, bool(p.get("paused", False)))
-        self.pump()
+        if offset >= 0:
+            self.pump()  # (a partition waiting for ListOffsets adds nothing to fetch: with thousands of them
+            # assigned at once, a pump each would scan them all thousands of times)
 
     def _on_fetch_stop(self, op: Op) -> None:
         key = (op.payload["topic"], int(op.payload["partition"]))

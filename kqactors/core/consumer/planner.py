@@ -76,7 +76,7 @@ _BAD_MSG = KafkaError._BAD_MSG
 _MAX_PARTITION_BYTES = 1_000_000_000
 _ZERO_UUID = bytes(16)
 HELD_WAIT_MS = 20
-"""max_wait_ms of a Fetch while a flow-closed partition has data waiting on the broker (see _backlog_held):
+"""max_wait_ms of a Fetch while a flow-closed partition has data waiting on the broker (see _scan):
 the partitions in the request may be at their end, and the held one must not wait behind their long-poll."""
 
 Key = tuple[str, int]
@@ -88,11 +88,12 @@ class FetchTarget:
     __slots__ = ("topic", "partition", "topic_id", "version", "offset", "current_leader_epoch",
                  "last_fetched_epoch", "paused", "flow_open", "state", "backoff_until", "max_bytes",
                  "eof_offset", "last_error", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "follower")
+                 "follower", "key")
 
     def __init__(self, topic: str, partition: int, offset: int, version: int, max_bytes: int) -> None:
         self.topic = topic
         self.partition = partition
+        self.key = (topic, partition)
         self.topic_id: bytes | None = None
         self.version = version
         self.offset = offset
@@ -334,13 +335,30 @@ class FetchPlanner:
     # -- building requests ----------------------------------------------------------------------------
     def fetchable(self, now: float | None = None) -> list[FetchTarget]:
         """Partitions that would go into a request now, in this round's (rotated) order."""
-        now = self._clock() if now is None else now
-        ready = [t for t in self._targets.values() if t.is_fetchable(now)]
+        return self._scan(self._clock() if now is None else now)[0]
+
+    def _scan(self, now: float) -> tuple[list[FetchTarget], bool]:
+        """One pass over the partitions (thousands on one broker are the case this is written for): the
+        fetchable ones, rotated, and whether a flow-closed one has data waiting on the broker. Then a long-poll
+        would keep it from being fetched for up to fetch.wait.max.ms after its flow opens again (a Fetch in
+        flight cannot be cut short, and brokers hold one for the partitions already at their end), so the
+        request waits HELD_WAIT_MS at most."""
+        ready = []
+        held = False
+        append = ready.append
+        for t in self._targets.values():
+            if t.state != ACTIVE or t.paused:
+                continue
+            if t.flow_open:
+                if t.backoff_until <= now:
+                    append(t)
+            elif 0 <= t.offset < t.high_watermark:
+                held = True
         if len(ready) > 1:
             # Rotate so that a response cut short by fetch.max.bytes does not always favour the same ones.
             start = self._rotation % len(ready)
             ready = ready[start:] + ready[:start]
-        return ready
+        return ready, held
 
     def build(self, now: float | None = None, *, sessions: bool = False) -> FetchPlan | None:
         """The next Fetch request, or None when one is in flight or no partition may be fetched now.
@@ -349,7 +367,7 @@ class FetchPlanner:
         and sessionless (epoch -1)."""
         if self.in_flight is not None:
             return None
-        ready = self.fetchable(now)
+        ready, held = self._scan(self._clock() if now is None else now)
         session = self.session
         if not sessions:
             session.reset()
@@ -363,14 +381,15 @@ class FetchPlanner:
         planned: dict[Key, tuple[int, int, int]] = {}
         session_parts: dict[Key, tuple[int, int, int]] = {}
         ids_known = True
+        known_get = known.get
         for target in ready:
-            key = (target.topic, target.partition)
-            planned[key] = (target.version, target.offset, target.max_bytes)
-            params = (target.offset, target.max_bytes, target.current_leader_epoch)
-            session_parts[key] = params
-            if not ids_known or target.topic_id is None:
+            key = target.key
+            offset, max_bytes = target.offset, target.max_bytes
+            planned[key] = (target.version, offset, max_bytes)
+            params = session_parts[key] = (offset, max_bytes, target.current_leader_epoch)
+            if target.topic_id is None:
                 ids_known = False
-            if known.get(key) == params:
+            if known_get(key) == params:
                 continue  # in the session unchanged: the broker fetches it without being told
             topic = topics.get(target.topic)
             if topic is None:
@@ -382,17 +401,16 @@ class FetchPlanner:
                 partition_max_bytes=target.max_bytes,
             ))  # fmt: skip
         forgotten: dict[str, ForgottenTopic] = {}
-        for topic_name, partition in known:
-            if (topic_name, partition) not in session_parts:
-                entry = forgotten.get(topic_name)
-                if entry is None:
-                    target_id = next((t.topic_id for t in self._targets.values()
-                                      if t.topic == topic_name and t.topic_id), None)
-                    entry = forgotten[topic_name] = ForgottenTopic(topic=topic_name, topic_id=target_id or _ZERO_UUID,
-                                                                   partitions=[])
-                entry.partitions.append(partition)
+        for topic_name, partition in sorted(known.keys() - session_parts.keys()) if known else ():
+            entry = forgotten.get(topic_name)
+            if entry is None:
+                topic_id = next((t.topic_id for t in self._targets.values() if t.topic == topic_name and t.topic_id),
+                                None)
+                entry = forgotten[topic_name] = ForgottenTopic(topic=topic_name, topic_id=topic_id or _ZERO_UUID,
+                                                               partitions=[])
+            entry.partitions.append(partition)
         max_wait_ms = settings.fetch_wait_max_ms
-        if max_wait_ms > HELD_WAIT_MS and self._backlog_held():
+        if max_wait_ms > HELD_WAIT_MS and held:
             max_wait_ms = HELD_WAIT_MS
         if incremental:
             session_id, epoch = session.session_id, session.epoch
@@ -409,16 +427,6 @@ class FetchPlanner:
         self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known,
                                    session_parts if sessions else None, incremental)
         return self.in_flight
-
-    def _backlog_held(self) -> bool:
-        """Some partition has data waiting on the broker but its prefetch flow is closed: a long-poll now
-        would keep it from being fetched for up to fetch.wait.max.ms after the flow opens again (a Fetch in
-        flight cannot be cut short, and brokers hold one for the partitions already at their end)."""
-        for t in self._targets.values():
-            if (t.state == ACTIVE and not t.flow_open and not t.paused
-                    and 0 <= t.offset < t.high_watermark):
-                return True
-        return False
 
     def next_wakeup(self, now: float | None = None) -> float | None:
         """Clock time at which a backed-off partition becomes fetchable (None: nothing is waiting on time)."""

@@ -235,10 +235,14 @@ class ConsumerTopparActor(Actor):
 
     @on(cops.FETCH_REVERT)
     def _on_revert(self, op: Op) -> None:
-        if self._from_current(op) and self.broker_id != self.leader_id:
+        if not self._from_current(op):
+            return
+        if self.broker_id != self.leader_id:
             log.debug("%s: follower %d cannot serve the partition (error %s): back to leader %d", self.ctx.name,
                       self.broker_id, op.payload.get("code"), self.leader_id)
             self._move(self.leader_id)
+        else:
+            self._start_broker()  # the follower became the leader meanwhile: fetch there as from a leader
 
     # ---- broker ------------------------------------------------------------------------------------------
 

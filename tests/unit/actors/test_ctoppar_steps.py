@@ -9,6 +9,7 @@ import pytest
 from kqactors.actors import ctoppar
 from kqactors.core.consumer.decoder import FetchedSlice
 from kqactors.core.consumer.packing import MessageBatch
+from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import consumer as cops
 from kqactors.ops import producer as pops
@@ -238,3 +239,17 @@ def test_a_preferred_replica_takes_over_fetching_and_a_revert_or_the_lease_end_g
     h.run()
     assert _moves(h)[-2:] == [(cops.BROKER_FETCH_STOP, FOLLOWER, None),
                               (cops.BROKER_FETCH_START, ops.broker_name(3), False)]
+
+
+def test_a_follower_that_became_the_leader_is_restarted_as_the_leader_on_a_revert() -> None:
+    h = _Harness()
+    h.run()
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    _moves(h)
+    h.deliver(Op(pops.LEADER, {"broker_id": 2}, sender="main"))  # the replica it fetches from now leads
+    h.run()
+    assert _moves(h) == []
+    h.deliver(Op(cops.FETCH_REVERT, {"version": 2, "code": KafkaError.NOT_LEADER_FOR_PARTITION}, sender=FOLLOWER))
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_START, FOLLOWER, False)]

@@ -5,7 +5,8 @@ Many partitions on one broker: what a Fetch costs kqactors with fetch sessions (
 side of sessions is tests/support/fetch_session_proxy.py in front of an embedded Tansu; confluent-kafka's
 sessionless requests pass it unchanged. A topic of --partitions partitions is assigned at its end; while a
 producer trickles --rate messages/s round-robin over the partitions, each client consumes for --seconds.
-Per client (medians over --repeats): Fetch requests/s, request bytes per Fetch and partitions listed per
+kqactors runs twice: with sessions, and while the proxy grants none (as Tansu: every request full). Per client
+(medians over --repeats): Fetch requests/s, request bytes per Fetch and partitions listed per
 Fetch (counted by the proxy), CPU per Fetch of the process that builds them (kqactors: the main host h0, where
 the broker actors run; confluent-kafka: its one process, which also decodes and hands over the messages),
 and of the whole tree.
@@ -33,7 +34,8 @@ from support.fetch_session_proxy import FetchSessionProxy  # noqa: E402
 from kqactors.cli.perf_payload import create_topic  # noqa: E402
 from kqactors.testing.tansu import TansuBroker  # noqa: E402
 
-CLIENTS = ("kqactors", "confluent-kafka")
+#: kqactors-nosession: kqactors while the proxy grants no sessions (answers session id 0, as Tansu does)
+CLIENTS = ("kqactors", "kqactors-nosession", "confluent-kafka")
 
 
 def trickle(bootstrap: str, topic: str, partitions: int, rate: float, stop: threading.Event) -> None:
@@ -52,7 +54,9 @@ def trickle(bootstrap: str, topic: str, partitions: int, rate: float, stop: thre
 
 
 def run_once(client: str, proxy: FetchSessionProxy, topic: str, args: argparse.Namespace) -> dict:
-    command = [sys.executable, str(BENCH_DIR / "clients" / "fetch_sessions_runner.py"), "--client", client,
+    proxy.grant_sessions = client != "kqactors-nosession"
+    command = [sys.executable, str(BENCH_DIR / "clients" / "fetch_sessions_runner.py"),
+               "--client", client.removesuffix("-nosession"),
                "--bootstrap", proxy.bootstrap, "--topic", topic, "--partitions", str(args.partitions),
                "--seconds", str(args.seconds), "--fetch-wait-ms", str(args.fetch_wait_ms)]
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -68,7 +72,7 @@ def run_once(client: str, proxy: FetchSessionProxy, topic: str, args: argparse.N
     finally:
         proc.wait(60)
     fetches = delta["full_requests"] + delta["incremental_requests"]
-    busy = result["cpu"].get("h0", result["cpu"]["app"]) if client == "kqactors" else result["cpu"]["app"]
+    busy = result["cpu"]["app"] if client == "confluent-kafka" else result["cpu"].get("h0", result["cpu"]["app"])
     return {
         "client": client, "fetches": fetches, "fetches_per_s": fetches / args.seconds,
         "incremental": delta["incremental_requests"], "received": result["received"],

@@ -83,6 +83,8 @@ class FetchSessionProxy:
         # fault switches: the next incremental request of every session fails with this
         self.drop_sessions = False  # FETCH_SESSION_ID_NOT_FOUND (the broker evicted the session)
         self.skew_epochs = False  # INVALID_FETCH_SESSION_EPOCH
+        #: False: answer session id 0 to a request for a new session, as Tansu does (every request stays full)
+        self.grant_sessions = True
         self._lock = threading.Lock()
         self._server = socket.socket()
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -127,12 +129,12 @@ class FetchSessionProxy:
             self.listed_partitions += len(listed)
             self.forgotten_partitions += sum(len(t.partitions) for t in request.forgotten_topics_data)
             sid, epoch = request.session_id, request.session_epoch
-            if sid == 0 and epoch == 0:  # full request: a new session
+            if sid == 0 and epoch == 0 and self.grant_sessions:  # full request: a new session
                 sid = next(self._ids)
                 self.sessions[sid] = session = _Session(epoch=1, partitions=listed)
                 self.full_requests += 1
                 pending = _Pending(sid, incremental=False)
-            elif sid == 0:  # sessionless (epoch -1)
+            elif sid == 0:  # sessionless (epoch -1), or no session granted
                 self.full_requests += 1
                 return request, _Pending(0, incremental=False)
             else:

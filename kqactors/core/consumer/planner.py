@@ -13,7 +13,9 @@ and the next epoch, lists only the partitions that are new or whose fetch positi
 changed, and names in ``forgotten_topics_data`` the session's partitions that are not to be fetched now
 (stopped, paused, flow-closed, backing off); the broker then answers only for partitions with news. A broker
 that answers session id 0 keeps every request full. FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
-any other failed request or a lost connection start over with a full request.
+any other failed request or a lost connection start over with a full request. An incremental request is built
+without walking every partition: the planner keeps the fetchable partitions' parameters from the last build and
+looks again only at partitions changed since (every mutator marks them) or waiting out a backoff.
 
 Closest replica (KIP-392, Fetch v11+): ``preferred_read_replica`` in an answer is reported as a
 ``PreferredReplica`` (the toppar moves its fetching there); on a partition fetched from a follower
@@ -260,6 +262,15 @@ class FetchPlanner:
         self._rotation = 0
         self.in_flight: FetchPlan | None = None
         self.session = FetchSession()
+        # What an incremental request needs without walking every partition (see _incremental_view): the
+        # fetchable partitions' planned (version, offset, max_bytes) and session parameters as of the last
+        # build, the partitions changed since, and those waiting out a backoff or a closed flow.
+        self._live_valid = False
+        self._live_planned: dict[Key, tuple[int, int, int]] = {}
+        self._live_params: dict[Key, tuple[int, int, int]] = {}
+        self._dirty: set[Key] = set()
+        self._backing_off: set[Key] = set()
+        self._closed: set[Key] = set()
 
     # -- partitions joining, leaving and changing -----------------------------------------------------
     def start(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int = -1,
@@ -273,6 +284,7 @@ class FetchPlanner:
             self._targets[key] = target
         else:
             self._restart(target, offset, version)
+        self._dirty.add(key)
         target.current_leader_epoch = leader_epoch
         target.follower = follower
         if topic_id is not None and topic_id != _ZERO_UUID:
@@ -282,6 +294,7 @@ class FetchPlanner:
 
     def stop(self, topic: str, partition: int) -> bool:
         """Stop fetching (partition left this broker or was unassigned); late answers for it are dropped."""
+        self._dirty.add((topic, partition))
         return self._targets.pop((topic, partition), None) is not None
 
     def seek(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int | None = None
@@ -301,6 +314,7 @@ class FetchPlanner:
         return True
 
     def _restart(self, target: FetchTarget, offset: int, version: int) -> None:
+        self._dirty.add(target.key)
         target.offset = offset
         target.version = version
         target.state = ACTIVE
@@ -315,16 +329,19 @@ class FetchPlanner:
         target = self._targets.get((topic, partition))
         if target is not None:
             target.flow_open = open_
+            self._dirty.add(target.key)
 
     def set_paused(self, topic: str, partition: int, paused: bool) -> None:
         target = self._targets.get((topic, partition))
         if target is not None:
             target.paused = paused
+            self._dirty.add(target.key)
 
     def set_leader_epoch(self, topic: str, partition: int, leader_epoch: int) -> None:
         target = self._targets.get((topic, partition))
         if target is not None:
             target.current_leader_epoch = leader_epoch
+            self._dirty.add(target.key)
 
     def target(self, topic: str, partition: int) -> FetchTarget | None:
         return self._targets.get((topic, partition))
@@ -367,19 +384,22 @@ class FetchPlanner:
         and sessionless (epoch -1)."""
         if self.in_flight is not None:
             return None
-        ready, held = self._scan(self._clock() if now is None else now)
+        now = self._clock() if now is None else now
         session = self.session
         if not sessions:
             session.reset()
-        if not ready:
+        incremental = sessions and session.established and self._live_valid
+        if incremental:
+            ready, held, planned, session_parts = self._incremental_view(now)
+        else:
+            ready, held = self._scan(now)
+            planned, session_parts = {}, {}
+        if not ready and not planned:
             return None
         self._rotation += 1
         settings = self.settings
-        incremental = sessions and session.established
         known = session.partitions if incremental else {}
         topics: dict[str, FetchTopic] = {}
-        planned: dict[Key, tuple[int, int, int]] = {}
-        session_parts: dict[Key, tuple[int, int, int]] = {}
         ids_known = True
         known_get = known.get
         for target in ready:
@@ -424,9 +444,65 @@ class FetchPlanner:
             session_epoch=epoch, topics=list(topics.values()), forgotten_topics_data=list(forgotten.values()),
             rack_id=settings.client_rack,
         )  # fmt: skip
+        if sessions and not incremental:
+            self._live_reset(planned, session_parts)
+        elif not sessions:
+            self._live_valid = False
         self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known,
                                    session_parts if sessions else None, incremental)
         return self.in_flight
+
+    def _live_reset(self, planned: dict[Key, tuple[int, int, int]],
+                    session_parts: dict[Key, tuple[int, int, int]]) -> None:
+        """A full scan just ran: the live view is what it found."""
+        self._live_planned = dict(planned)
+        self._live_params = dict(session_parts)
+        self._dirty.clear()
+        self._backing_off = set()
+        self._closed = set()
+        for t in self._targets.values():
+            if t.state == ACTIVE and not t.paused and t.key not in planned:
+                (self._backing_off if t.flow_open else self._closed).add(t.key)
+        self._live_valid = True
+
+    def _incremental_view(self, now: float) -> tuple[list[FetchTarget], bool, dict[Key, tuple[int, int, int]],
+                                                     dict[Key, tuple[int, int, int]]]:
+        """For an incremental request, without walking every partition: the partitions to look at again
+        (changed since the last build, or whose backoff may be over) as ``ready`` targets for the caller to
+        list if their parameters differ from the session's, and copies of the live planned / session maps
+        for everything else that is fetchable. Partitions that stopped being fetchable are left out of the
+        maps, so the caller's forgotten list (session minus maps) names them."""
+        live_planned, live_params = self._live_planned, self._live_params
+        backing_off, closed, targets = self._backing_off, self._closed, self._targets
+        look = self._dirty | backing_off
+        self._dirty = set()
+        ready: list[FetchTarget] = []
+        for key in look:
+            live_planned.pop(key, None)
+            live_params.pop(key, None)
+            backing_off.discard(key)
+            closed.discard(key)
+            t = targets.get(key)
+            if t is None or t.state != ACTIVE or t.paused:
+                continue
+            if not t.flow_open:
+                closed.add(key)
+            elif t.backoff_until > now:
+                backing_off.add(key)
+            else:
+                ready.append(t)
+        held = False
+        for key in closed:
+            t = targets.get(key)
+            if t is not None and 0 <= t.offset < t.high_watermark:
+                held = True
+                break
+        planned = dict(live_planned)
+        session_parts = dict(live_params)
+        for t in ready:  # the caller adds them to the copies; the live maps get them here
+            live_planned[t.key] = (t.version, t.offset, t.max_bytes)
+            live_params[t.key] = (t.offset, t.max_bytes, t.current_leader_epoch)
+        return ready, held, planned, session_parts
 
     def next_wakeup(self, now: float | None = None) -> float | None:
         """Clock time at which a backed-off partition becomes fetchable (None: nothing is waiting on time)."""
@@ -447,6 +523,7 @@ class FetchPlanner:
             target = self._targets.get(key)
             if target is not None and target.version == version and target.offset == offset:
                 target.backoff_until = until
+                self._dirty.add(key)
         return FetchOutcome()
 
     def handle_response(self, plan: FetchPlan, response: FetchResponse, now: float | None = None) -> FetchOutcome:
@@ -462,7 +539,9 @@ class FetchPlanner:
             self.handle_failure(plan, top_error, now)
             return outcome
         session = self.session
-        if plan.session_parts is not None and not top_error:
+        if plan.session_parts is not None and top_error:
+            session.reset()  # the request failed as a whole: the next one starts a session afresh
+        elif plan.session_parts is not None:
             if plan.incremental:
                 session.epoch = session.epoch + 1 if session.epoch < _INT32_MAX else 1
                 session.partitions = plan.session_parts
@@ -473,6 +552,7 @@ class FetchPlanner:
             topic = topic_response.topic or self._names_by_id.get(topic_response.topic_id, "")
             for data in topic_response.partitions:
                 key = (topic, data.partition_index)
+                self._dirty.add(key)  # whatever the answer changes is looked at again by the next build
                 planned = plan.partitions.get(key)
                 if planned is None:
                     continue  # not asked for (or unknown topic id): nothing to hand anywhere

@@ -153,3 +153,93 @@ def test_a_follower_that_cannot_serve_sends_the_partition_back_to_the_leader() -
         ("t", 0, KafkaError.OFFSET_OUT_OF_RANGE), ("t", 1, KafkaError.NOT_LEADER_FOR_PARTITION)]
     assert [(r.partition, r.policy) for r in outcome.resets] == [(2, "earliest")]
     assert not outcome.errors
+
+
+def _reference(planner: FetchPlanner, now: float) -> tuple[dict, set, set]:
+    """What a request built from scratch would hold: every fetchable partition's (version, offset, max_bytes),
+    the ones an incremental request must list, and the ones it must forget."""
+    ready = {t.key: t for t in planner.targets()
+             if t.state == "active" and t.flow_open and not t.paused and t.backoff_until <= now}
+    planned = {k: (t.version, t.offset, t.max_bytes) for k, t in ready.items()}
+    session = planner.session
+    if not session.established:
+        return planned, set(ready), set()
+    params = {k: (t.offset, t.max_bytes, t.current_leader_epoch) for k, t in ready.items()}
+    listed_keys = {k for k in ready if session.partitions.get(k) != params[k]}
+    return planned, listed_keys, set(session.partitions) - set(ready)
+
+
+def test_incremental_requests_match_a_request_built_from_scratch_under_random_changes() -> None:
+    """The incremental build looks only at what changed since the last request; after any mix of starts,
+    stops, seeks, flow and pause changes, backoffs, answers (data, errors, preferred replicas) and failed
+    requests, what it lists and forgets must be what a walk over every partition gives."""
+    import random
+
+    rng = random.Random(7)
+    clock = FakeClock()
+    planner = FetchPlanner(FetchSettings(fetch_error_backoff_ms=50, auto_offset_reset="earliest"), clock=clock)
+    keys = [("t", p) for p in range(12)] + [("u", p) for p in range(4)]
+    version = 1
+    ends: dict[tuple[str, int], int] = {}
+    session_id = 0
+    checked = 0
+    for _step in range(3000):
+        op = rng.random()
+        key = rng.choice(keys)
+        if op < 0.10:
+            version += 1
+            planner.start(*key, rng.randrange(0, 50), version, leader_epoch=rng.choice((-1, 3)))
+        elif op < 0.14:
+            planner.stop(*key)
+        elif op < 0.20:
+            target = planner.target(*key)
+            if target is not None:
+                version += 1
+                planner.seek(*key, rng.randrange(0, 50), version)
+        elif op < 0.30:
+            planner.set_flow(*key, rng.random() < 0.6)
+        elif op < 0.35:
+            planner.set_paused(*key, rng.random() < 0.3)
+        elif op < 0.38:
+            planner.set_leader_epoch(*key, rng.choice((-1, 3, 4)))
+        elif op < 0.45:
+            clock.advance(0.03)
+        plan = planner.in_flight
+        if plan is None:
+            now = clock()
+            expected, must_list, must_forget = _reference(planner, now)
+            plan = planner.build(now, sessions=True)
+            if plan is None:
+                assert expected == {}
+                continue
+            assert plan.partitions == expected
+            req = plan.request
+            assert set(listed(req)) == must_list
+            assert forgotten(req) == must_forget
+            checked += 1
+        # the broker answers: sometimes a failure, a session error or a top-level error, else per partition
+        roll = rng.random()
+        if roll < 0.05:
+            planner.handle_failure(plan, KafkaError._TRANSPORT)
+            continue
+        if roll < 0.08:
+            planner.handle_response(plan, respond({}, error_code=KafkaError.INVALID_FETCH_SESSION_EPOCH))
+            continue
+        if plan.request.session_id == 0 and plan.request.session_epoch == 0 and rng.random() < 0.8:
+            session_id += 1
+        answer = {}
+        for (topic, partition), (_v, offset, _m) in plan.partitions.items():
+            pick = rng.random()
+            end = ends.setdefault((topic, partition), 60)
+            if pick < 0.3 and offset < end:
+                count = min(3, end - offset)
+                answer[(topic, partition)] = {"high_watermark": end, "records": batch(offset, count)}
+            elif pick < 0.33:
+                answer[(topic, partition)] = {"high_watermark": end, "error_code": KafkaError.NOT_LEADER_FOR_PARTITION}
+            elif pick < 0.35:
+                answer[(topic, partition)] = {"high_watermark": end, "error_code": KafkaError.OFFSET_OUT_OF_RANGE}
+            elif pick < 0.36:
+                answer[(topic, partition)] = {"high_watermark": end, "preferred_read_replica": 2}
+        granted = session_id if plan.request.session_epoch >= 0 else 0
+        planner.handle_response(plan, respond(answer, session_id=granted))
+    assert checked > 1000 and planner.session.incremental_requests > 300

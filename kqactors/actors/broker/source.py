@@ -188,14 +188,15 @@ class FetchSource:
                         "reason": f"broker {broker.node_id} does not support Fetch v{FETCH.min_version}+"}))
             return
         body = FETCH.encode(version, {"request": plan.request}, [])
+        size = sum(len(chunk) for chunk in body)
         self.fetch_requests += 1
-        self.fetch_request_bytes += len(body)
+        self.fetch_request_bytes += size
         if broker.clog.debugging("fetch"):
             req = plan.request
             listed = sum(len(t.partitions) for t in req.topics)
             broker.clog.debug("fetch", "FETCH", f"{broker.log_name}: Fetch v{version} session {req.session_id} "
                                                 f"epoch {req.session_epoch}: {listed}/{len(plan.partitions)} "
-                                                f"partition(s) listed, {len(body)} bytes")
+                                                f"partition(s) listed, {size} bytes")
             for (topic, partition), (part_version, offset, max_bytes) in plan.partitions.items():
                 broker.clog.debug("fetch", "FETCH", f"{broker.log_name}: Fetch topic {topic} [{partition}] at offset "
                                                     f"{offset} (v{part_version}, max {max_bytes} bytes)")

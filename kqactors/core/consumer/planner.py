@@ -56,7 +56,8 @@ from .decoder import FetchedSlice
 from .settings import ERROR, FetchSettings
 
 __all__ = ["FetchPlanner", "FetchPlan", "FetchOutcome", "FetchTarget", "FetchSession", "OffsetReset",
-           "PartitionError", "PreferredReplica", "FETCH_SESSION_MIN_VERSION", "ACTIVE", "AWAITING_RESET", "STOPPED", "REVERTED", "HELD_WAIT_MS"]
+           "PartitionError", "PreferredReplica", "FETCH_SESSION_MIN_VERSION", "HELD_WAIT_MS", "ACTIVE",
+           "AWAITING_RESET", "STOPPED", "REVERTED"]
 
 ACTIVE = "active"
 AWAITING_RESET = "awaiting-reset"
@@ -266,6 +267,7 @@ class FetchPlanner:
         # fetchable partitions' planned (version, offset, max_bytes) and session parameters as of the last
         # build, the partitions changed since, and those waiting out a backoff or a closed flow.
         self._live_valid = False
+        self._live_ids_known = True
         self._live_planned: dict[Key, tuple[int, int, int]] = {}
         self._live_params: dict[Key, tuple[int, int, int]] = {}
         self._dirty: set[Key] = set()
@@ -400,7 +402,7 @@ class FetchPlanner:
         settings = self.settings
         known = session.partitions if incremental else {}
         topics: dict[str, FetchTopic] = {}
-        ids_known = True
+        ids_known = self._live_ids_known if incremental else True
         known_get = known.get
         for target in ready:
             key = target.key
@@ -448,6 +450,7 @@ class FetchPlanner:
             self._live_reset(planned, session_parts)
         elif not sessions:
             self._live_valid = False
+        self._live_ids_known = ids_known
         self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known,
                                    session_parts if sessions else None, incremental)
         return self.in_flight

@@ -4,14 +4,15 @@ partitions whose ctoppars asked this broker (it leads them), wiring the pure ``c
 the connection, and the resolution of logical offsets with ListOffsets.
 
 One Fetch request is in flight per broker; from Fetch v7 on it is part of a fetch session (KIP-227, kept by
-the planner). Its response is scanned (batch headers only, no decoding) and each
-partition's complete record set goes to its ctoppar as a FETCHED op with the records as one raw frame.
+the planner). Its response is scanned (batch headers only, no decoding) and each partition's complete record
+set goes to its ctoppar as a FETCHED op with the records as one raw frame; a preferred read replica (KIP-392)
+or a follower that cannot serve a partition is reported to its ctoppar, which moves the fetching.
 Logical start offsets (OFFSET_BEGINNING/END) and OFFSET_OUT_OF_RANGE resets (auto.offset.reset) are resolved
 here with ListOffsets on this same connection, then fetching continues at the resolved offset.
 
 Ops in:  B_FETCH_START / B_FETCH_STOP / FETCH_FLOW (ctoppar), FETCHER_RETRY_RESOLVE (its own timer).
-Ops out: FETCHED / FETCH_ERROR / FETCH_POSITION / FETCH_PREFERRED / FETCH_REVERT (ctoppar), METADATA_REFRESH (the broker's owner), REQUEST
-         ListOffsets (to its own broker actor).
+Ops out: FETCHED / FETCH_ERROR / FETCH_POSITION / FETCH_PREFERRED / FETCH_REVERT (ctoppar), METADATA_REFRESH
+         (the broker's owner), REQUEST ListOffsets (to its own broker actor).
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ class FetchSource:
             self._resolve(topic, partition, version, offset)
         self.planner.set_flow(topic, partition, bool(p.get("flow_open", True)))
         self.planner.set_paused(topic, partition, bool(p.get("paused", False)))
+        # A partition waiting for ListOffsets adds nothing to fetch (with thousands of them assigned at once,
+        # a pump each would scan them all thousands of times); _on_resolved pumps.
         if offset >= 0:
-            self.pump()  # (a partition waiting for ListOffsets adds nothing to fetch: with thousands of them
-            # assigned at once, a pump each would scan them all thousands of times)
+            self.pump()
 
     def _on_fetch_stop(self, op: Op) -> None:
         key = (op.payload["topic"], int(op.payload["partition"]))

@@ -48,6 +48,7 @@ from kqactors.protocol.generated.fetch import (
     FetchResponse,
     FetchTopic,
     ForgottenTopic,
+    PartitionData,
 )
 from kqactors.records import CorruptRecordError, scan_record_set
 
@@ -580,7 +581,28 @@ class FetchPlanner:
                 else:
                     target.last_error = 0
                     self._partition_data(target, data, max_bytes, now, outcome)
+        if plan.incremental and self.settings.enable_partition_eof and not top_error:
+            self._eof_of_unanswered(plan, response, now, outcome)
         return outcome
+
+    def _eof_of_unanswered(self, plan: FetchPlan, response: FetchResponse, now: float,
+                           outcome: FetchOutcome) -> None:
+        """A partition an incremental request listed (moved, e.g. seeked to the end) that the broker left out of
+        its answer has nothing new: its watermarks are the ones last seen. Sessionless, the broker would have
+        answered it empty, and that answer is where a partition EOF comes from; so it does here too."""
+        answered = {(t.topic, p.partition_index) for t in response.responses for p in t.partitions}
+        for topic in plan.request.topics:
+            for part in topic.partitions:
+                key = (topic.topic, part.partition)
+                planned = plan.partitions.get(key)
+                target = self._targets.get(key)
+                if (key in answered or planned is None or target is None or target.version != planned[0]
+                        or target.offset != planned[1] or target.state != ACTIVE or target.high_watermark < 0):
+                    continue
+                unchanged = PartitionData(partition_index=part.partition, high_watermark=target.high_watermark,
+                                          last_stable_offset=target.last_stable_offset,
+                                          log_start_offset=target.log_start_offset)
+                self._partition_data(target, unchanged, planned[2], now, outcome)
 
     def _finish(self, plan: FetchPlan) -> None:
         if self.in_flight is plan:

@@ -243,3 +243,22 @@ def test_incremental_requests_match_a_request_built_from_scratch_under_random_ch
         granted = session_id if plan.request.session_epoch >= 0 else 0
         planner.handle_response(plan, respond(answer, session_id=granted))
     assert checked > 1000 and planner.session.incremental_requests > 300
+
+
+def test_a_partition_seeked_to_its_end_gets_its_eof_though_the_incremental_answer_leaves_it_out() -> None:
+    planner = FetchPlanner(FetchSettings(enable_partition_eof=True), clock=FakeClock())
+    planner.start("t", 0, 0, version=1)
+    planner.start("t", 1, 0, version=1)
+    plan = planner.build(sessions=True)
+    outcome = planner.handle_response(plan, respond({("t", 0): {"high_watermark": 5, "records": batch(0, 5)},
+                                                     ("t", 1): {"high_watermark": 9, "records": batch(0, 4)}},
+                                                    session_id=3))
+    assert [(sl.partition, sl.eof_offset) for sl in outcome.slices] == [(0, 5), (1, -1)]
+    planner.seek("t", 1, 9, version=2)  # to the end: listed again, but nothing there is new for the broker
+    plan = planner.build(sessions=True)
+    assert listed(wire(plan.request)) == {("t", 1): 9, ("t", 0): 5}
+    outcome = planner.handle_response(plan, respond({}, session_id=3))
+    # partition 0 (listed for its new position, left out too) had its EOF at 5 already
+    assert [(sl.partition, sl.version, sl.eof_offset) for sl in outcome.slices] == [(1, 2, 9)]
+    plan = planner.build(sessions=True)
+    assert planner.handle_response(plan, respond({}, session_id=3)).slices == []  # once per reaching

@@ -151,3 +151,29 @@ def test_client_rack_fetches_from_the_preferred_replica_and_back_from_a_lagging_
     finally:
         consumer.close()
 
+
+
+def test_partition_eof_after_a_seek_to_the_end_under_a_session(tansu, unique_topic):
+    """The broker leaves a seeked-to-the-end partition out of its incremental answer (nothing new there); the
+    EOF a sessionless empty answer would bring still comes."""
+    from integration_helpers import make_topic
+
+    make_topic(tansu, unique_topic, 2)
+    produce_numbered(tansu.bootstrap, unique_topic, 20, 2)
+    with FetchSessionProxy(tansu.bootstrap) as proxy:
+        consumer = _consumer(proxy.bootstrap, **{"enable.partition.eof": True, "kqactors.hosts": 1})
+        events: list = []
+        try:
+            consumer.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(2)])
+            drain(consumer, 20, errors=events)
+            wait_until(lambda: proxy.incremental_requests >= 3 and len(events) >= 2, 30, "both EOFs and a session",
+                       sleep=lambda _s: events.extend(m.error() for m in consumer.consume(100, 0.1) if m.error()))
+            assert sorted((e.code(), ) for e in events) == [(KafkaError._PARTITION_EOF,)] * 2
+            events.clear()
+            consumer.seek(TopicPartition(unique_topic, 0, 10))  # its end: the broker has nothing new to say
+            wait_until(lambda: events, 30, "the EOF after the seek",
+                       sleep=lambda _s: events.extend(m.error() for m in consumer.consume(100, 0.1) if m.error()))
+            assert [e.code() for e in events] == [KafkaError._PARTITION_EOF]
+            assert proxy.full_requests == 1
+        finally:
+            consumer.close()

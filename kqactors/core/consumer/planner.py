@@ -127,7 +127,8 @@ class FetchTarget:
 class FetchPlan:
     """A built Fetch request and, per partition, the (version, offset, max_bytes) it was requested at."""
 
-    __slots__ = ("request", "partitions", "timeout_ms", "topic_ids_known", "session_parts", "incremental")
+    __slots__ = ("request", "partitions", "timeout_ms", "topic_ids_known", "session_parts", "incremental",
+                 "revisited")
 
     def __init__(self, request: FetchRequest, partitions: dict[Key, tuple[int, int, int]], timeout_ms: int,
                  topic_ids_known: bool, session_parts: dict[Key, tuple[int, int, int]] | None = None,
@@ -138,6 +139,8 @@ class FetchPlan:
         #: the fetch session's partitions once this request succeeds (None: no session)
         self.session_parts = session_parts
         self.incremental = incremental
+        #: incremental: the partitions looked at again for this request (changed since the last one)
+        self.revisited: list[Key] = []
         #: Local timeout for this request: fetch.wait.max.ms + socket.timeout.ms.
         self.timeout_ms = timeout_ms
         #: False when some topic id is unknown: the broker actor must then use Fetch v12 or older.
@@ -454,6 +457,8 @@ class FetchPlanner:
         self._live_ids_known = ids_known
         self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known,
                                    session_parts if sessions else None, incremental)
+        if incremental:
+            self.in_flight.revisited = [t.key for t in ready]
         return self.in_flight
 
     def _live_reset(self, planned: dict[Key, tuple[int, int, int]],
@@ -587,22 +592,23 @@ class FetchPlanner:
 
     def _eof_of_unanswered(self, plan: FetchPlan, response: FetchResponse, now: float,
                            outcome: FetchOutcome) -> None:
-        """A partition an incremental request listed (moved, e.g. seeked to the end) that the broker left out of
-        its answer has nothing new: its watermarks are the ones last seen. Sessionless, the broker would have
-        answered it empty, and that answer is where a partition EOF comes from; so it does here too."""
+        """A partition that changed since the last request (restarted or seeked, perhaps to where it already
+        was, so not even listed) and that the broker left out of its answer has nothing new: its watermarks are
+        the ones last seen. Sessionless, the broker would have answered it empty, and that answer is where a
+        partition EOF comes from; so it does here too."""
+        if not plan.revisited:
+            return
         answered = {(t.topic, p.partition_index) for t in response.responses for p in t.partitions}
-        for topic in plan.request.topics:
-            for part in topic.partitions:
-                key = (topic.topic, part.partition)
-                planned = plan.partitions.get(key)
-                target = self._targets.get(key)
-                if (key in answered or planned is None or target is None or target.version != planned[0]
-                        or target.offset != planned[1] or target.state != ACTIVE or target.high_watermark < 0):
-                    continue
-                unchanged = PartitionData(partition_index=part.partition, high_watermark=target.high_watermark,
-                                          last_stable_offset=target.last_stable_offset,
-                                          log_start_offset=target.log_start_offset)
-                self._partition_data(target, unchanged, planned[2], now, outcome)
+        for key in plan.revisited:
+            planned = plan.partitions.get(key)
+            target = self._targets.get(key)
+            if (key in answered or planned is None or target is None or target.version != planned[0]
+                    or target.offset != planned[1] or target.state != ACTIVE or target.high_watermark < 0):
+                continue
+            unchanged = PartitionData(partition_index=key[1], high_watermark=target.high_watermark,
+                                      last_stable_offset=target.last_stable_offset,
+                                      log_start_offset=target.log_start_offset)
+            self._partition_data(target, unchanged, planned[2], now, outcome)
 
     def _finish(self, plan: FetchPlan) -> None:
         if self.in_flight is plan:

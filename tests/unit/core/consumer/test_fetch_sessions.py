@@ -262,3 +262,18 @@ def test_a_partition_seeked_to_its_end_gets_its_eof_though_the_incremental_answe
     assert [(sl.partition, sl.version, sl.eof_offset) for sl in outcome.slices] == [(1, 2, 9)]
     plan = planner.build(sessions=True)
     assert planner.handle_response(plan, respond({}, session_id=3)).slices == []  # once per reaching
+
+
+def test_a_partition_restarted_where_it_was_gets_its_eof_again_under_a_session() -> None:
+    planner = FetchPlanner(FetchSettings(enable_partition_eof=True), clock=FakeClock())
+    planner.start("t", 0, 0, version=1)
+    plan = planner.build(sessions=True)
+    outcome = planner.handle_response(plan, respond({("t", 0): {"high_watermark": 5, "records": batch(0, 5)}},
+                                                    session_id=3))
+    assert [sl.eof_offset for sl in outcome.slices] == [5]
+    planner.handle_response(planner.build(sessions=True), respond({}, session_id=3))
+    planner.seek("t", 0, 5, version=2)  # where it is: nothing to list, nothing for the broker to answer
+    plan = planner.build(sessions=True)
+    assert listed(wire(plan.request)) == {}
+    outcome = planner.handle_response(plan, respond({}, session_id=3))
+    assert [(sl.version, sl.eof_offset) for sl in outcome.slices] == [(2, 5)]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import harness
 import psutil
-from bench_produce import available_clients
+from bench_produce import CLIENT_MODULES
 from harness import (
     BENCH_DIR,
     RunBroker,
@@ -49,12 +49,14 @@ CONSUME_RUNNERS = {
     "kqactors": "kqactors_consume.py",
     "kqactors-hosts0": "kqactors_hosts0_consume.py",
     "confluent-kafka": "confluent_kafka_consume.py",
+    "confluent-kafka-tuned": "confluent_kafka_tuned_consume.py",
     "kafka-python": "kafka_python_consume.py",
     "aiokafka": "aiokafka_consume.py",
 }
 PARTITIONS = 3
-#: the throughput cases compare the four clients at their defaults
-STANDARD_CLIENTS = ("kqactors", "confluent-kafka", "kafka-python", "aiokafka")
+#: the throughput cases compare the four clients at their defaults, and confluent-kafka tuned for throughput
+#: (fetch.queue.backoff.ms=10, clients/confluent_kafka_tuned_consume.py)
+STANDARD_CLIENTS = ("kqactors", "confluent-kafka", "confluent-kafka-tuned", "kafka-python", "aiokafka")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,24 @@ CASES = {
                     clients=("kqactors", "kqactors-hosts0", "confluent-kafka"),
                     runner_args=("--rate", str(LATENCY_RATE))),
 }
+
+
+def available_clients(clients: list[str]) -> list[str]:
+    """The clients whose library is importable here (a skipped one is said on stderr)."""
+    import importlib.util
+
+    modules = {**CLIENT_MODULES, "confluent-kafka-tuned": CLIENT_MODULES["confluent-kafka"]}
+    usable = []
+    for client in clients:
+        try:
+            found = importlib.util.find_spec(modules[client]) is not None
+        except ImportError:
+            found = False
+        if found:
+            usable.append(client)
+        else:
+            print(f"skipping {client}: {modules[client]} is not importable", file=sys.stderr)
+    return usable
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -5,13 +5,19 @@ control records) into packed message frames for the app, and bounded prefetch (`
 and closes its broker's fetching of this partition.
 
 Ops in:  C_FETCH_START / C_FETCH_STOP / C_CREDIT / C_PREFETCH_LIMITS (app), LEADER (main),
-         B_FETCHED / B_FETCH_ERROR / B_FETCH_POSITION (broker/N).
+         B_FETCHED / B_FETCH_ERROR / B_FETCH_POSITION / B_FETCH_PREFERRED / B_FETCH_REVERT (broker/N).
 Ops out: C_READY / C_BATCH (app), TOPPAR_JOIN (main), B_FETCH_START / B_FETCH_STOP / B_FETCH_FLOW (broker/N).
 
 Decoding in steps: a slice is decoded and sent in frames of about ``DECODE_STEP_BYTES`` of messages, one
 per host turn (``ActorContext.continue_later``), so the app gets the first messages of a large fetch while the
 rest is still being decompressed, and no frame needs tens of MiB at once. What goes to the app (decoded
 frames, error events) leaves in the order it was fetched.
+
+Closest replica (KIP-392, with client.rack): when the leader names a preferred read replica, fetching moves to
+that broker's actor (``follower`` in B_FETCH_START) and goes back to the leader when the follower cannot serve
+the partition (B_FETCH_REVERT), when the leader changes, and when the replica's lease ends (5 minutes, as in
+librdkafka). A new preferred replica within a minute of the last one waits fetch.error.backoff.ms first, so a
+leader and a follower that disagree cannot bounce the partition back and forth at full speed.
 
 Staleness: data is accepted only from the broker currently fetching the partition, at the current version,
 and contiguous with what was accepted before (its fetch offset is the previous slice's next offset). So a
@@ -46,11 +52,18 @@ _DECODE_STEP = "CTOPPAR_DECODE_STEP"
 #: Decoded bytes per frame sent to the app: big enough that per-frame costs vanish, small enough that the
 #: first messages of a large fetch leave within a millisecond or two of its arrival.
 DECODE_STEP_BYTES = 1 << 20
-#: Fetched bytes that may wait here undecoded while the partition's fetching stays open. Small slices (a
-#: few messages each, at low rates) then never close it, which would cost a FETCH_FLOW round trip through
-#: the broker actor and a skipped Fetch; a large slice still closes it until decoded.
+#: Fetched bytes that may always wait here undecoded while the partition's fetching stays open (more when
+#: the prefetch queue has room). Small slices (a few messages each, at low rates) then never close it, which
+#: would cost a FETCH_FLOW round trip through the broker actor and a skipped Fetch.
 MAX_UNDECODED_BYTES = 1 << 20
 _JOIN_RETRY_S = 0.2
+_LEASE_END = "CTOPPAR_LEASE_END"
+_MOVE_LATER = "CTOPPAR_MOVE_LATER"
+#: How long fetching stays on a preferred read replica before it goes back to the leader (which may name it
+#: again): librdkafka's fixed lease.
+FOLLOWER_LEASE_S = 300.0
+#: A preferred replica named within this long of the last one is followed only after fetch.error.backoff.ms.
+NEW_LEASE_INTERVAL_S = 60.0
 _AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
 
 
@@ -72,7 +85,10 @@ class ConsumerTopparActor(Actor):
         self.paused = False
         self.start_offset = OFFSET_END
         self.next_offset = -1
-        self.broker_id = -1
+        self.broker_id = -1  # the broker fetching the partition: the leader, or a preferred read replica
+        self.leader_id = -1
+        self._lease = 0  # counts moves to a follower (a lease-end timer of an older one is stale)
+        self._lease_started = -NEW_LEASE_INTERVAL_S
         self.joined = False
         self.delivered_messages = 0
         self.delivered_bytes = 0
@@ -168,16 +184,74 @@ class ConsumerTopparActor(Actor):
     def _on_leader(self, op: Op) -> None:
         self.joined = True
         new = int((op.payload or {}).get("broker_id", -1))
-        if new == self.broker_id:
-            if (op.payload or {}).get("restarted"):  # main restarted: the broker actor is a new one
+        if (op.payload or {}).get("restarted"):
+            # main restarted: its broker actors are new ones, that know nothing of this partition: fetch from the
+            # leader again (a preferred replica's lease ends with the old main)
+            self.leader_id = new
+            if new == self.broker_id:
                 self._start_broker()
+            else:
+                self._move(new)
             return
-        old, self.broker_id = self.broker_id, new
-        if not self.active:
+        if new == self.leader_id and self.broker_id >= 0:
+            return  # the same leader again: a follower being fetched from stays
+        self.leader_id = new
+        self._move(new)  # a new leader also ends a preferred replica's lease
+
+    def _move(self, broker_id: int) -> None:
+        """Fetch from ``broker_id`` from now on (at the current position and version)."""
+        old, self.broker_id = self.broker_id, broker_id
+        if old == broker_id or not self.active:
             return
         if old >= 0:
             self._to_broker(old, cops.BROKER_FETCH_STOP, {"version": self.version})
         self._start_broker()
+
+    @on(cops.FETCH_PREFERRED)
+    def _on_preferred(self, op: Op) -> None:
+        if not self._from_current(op):
+            return
+        replica = int(op.payload["broker_id"])
+        if replica == self.broker_id:
+            self._start_broker()  # it named the broker already fetching: go on there
+            return
+        now = time.monotonic()
+        if now - self._lease_started < NEW_LEASE_INTERVAL_S:
+            log.info("%s: preferred replica %d named %.0f s after the last one: backing off", self.ctx.name,
+                     replica, now - self._lease_started)
+            self.ctx.timer(self.settings.fetch_error_backoff_ms / 1000.0,
+                           Op(_MOVE_LATER, {"version": self.version, "broker_id": replica,
+                                            "from": self.broker_id}))
+            return
+        self._to_follower(replica, now)
+
+    @on(_MOVE_LATER)
+    def _on_move_later(self, op: Op) -> None:
+        p = op.payload
+        if self.active and int(p["version"]) == self.version and int(p["from"]) == self.broker_id:
+            self._to_follower(int(p["broker_id"]), time.monotonic())
+
+    def _to_follower(self, replica: int, now: float) -> None:
+        self._lease += 1
+        self._lease_started = now
+        self.ctx.timer(FOLLOWER_LEASE_S, Op(_LEASE_END, {"lease": self._lease}))
+        self._move(replica)
+
+    @on(_LEASE_END)
+    def _on_lease_end(self, op: Op) -> None:
+        if int(op.payload["lease"]) == self._lease and self.broker_id != self.leader_id:
+            self._move(self.leader_id)
+
+    @on(cops.FETCH_REVERT)
+    def _on_revert(self, op: Op) -> None:
+        if not self._from_current(op):
+            return
+        if self.broker_id != self.leader_id:
+            log.debug("%s: follower %d cannot serve the partition (error %s): back to leader %d", self.ctx.name,
+                      self.broker_id, op.payload.get("code"), self.leader_id)
+            self._move(self.leader_id)
+        else:
+            self._start_broker()  # the follower became the leader meanwhile: fetch there as from a leader
 
     # ---- broker ------------------------------------------------------------------------------------------
 
@@ -191,7 +265,7 @@ class ConsumerTopparActor(Actor):
         """This partition's fetch side of librdkafka's statistics (the app adds its positions)."""
         low, high, stable = self.watermarks
         self.ctx.reply(op, Op(ops.STATS, {
-            "topic": self.topic, "partition": self.partition, "leader": self.broker_id, "broker": self.broker_id,
+            "topic": self.topic, "partition": self.partition, "leader": self.leader_id, "broker": self.broker_id,
             "fetch_state": "active" if self.active else "stopped", "next_offset": self.next_offset,
             "lo_offset": low, "hi_offset": high, "ls_offset": stable if stable >= 0 else high,
             "rxmsgs": self.delivered_messages, "rxbytes": self.delivered_bytes, "msgs": self.delivered_messages,
@@ -293,13 +367,20 @@ class ConsumerTopparActor(Actor):
         offset = self.next_offset if self.next_offset >= 0 else self.start_offset
         self._flow_sent = self._fetch_wanted()
         self._to_broker(self.broker_id, cops.BROKER_FETCH_START, {
-            "offset": offset, "version": self.version, "flow_open": self._flow_sent, "paused": self.paused})
+            "offset": offset, "version": self.version, "flow_open": self._flow_sent, "paused": self.paused,
+            "follower": self.broker_id != self.leader_id})
 
     def _fetch_wanted(self) -> bool:
         """Prefetch credit is left, and little fetched data waits here undecoded: credit is charged as
         frames are decoded, so without the second condition slices could pile up undecoded."""
-        return self.credit.fetch_allowed and (len(self._outbound) <= 1
-                                              or self._undecoded_bytes < MAX_UNDECODED_BYTES)
+        credit = self.credit
+        if not credit.fetch_allowed:
+            return False
+        # Undecoded bytes count against the partition's share of queued.max.messages.kbytes (librdkafka
+        # counts fetched bytes there too): while the queue has room, a slice arriving before the previous
+        # one is decoded keeps fetching open, so the next Fetch overlaps the decode instead of waiting for it.
+        room = max(MAX_UNDECODED_BYTES, credit.max_bytes - credit.outstanding_bytes)
+        return len(self._outbound) <= 1 or self._undecoded_bytes < room
 
     def _clear_outbound(self) -> None:
         self._outbound.clear()

@@ -14,7 +14,7 @@ from typing import Any
 __all__ = [
     "FETCH_START", "FETCH_STOP", "CREDIT", "PREFETCH_LIMITS", "CTOPPAR_READY", "CONSUMER_BATCH",
     "BROKER_FETCH_START", "BROKER_FETCH_STOP", "FETCH_FLOW", "FETCHED", "FETCH_ERROR", "FETCH_POSITION",
-    "ctoppar_name", "fetch_start_payload",
+    "FETCH_PREFERRED", "FETCH_REVERT", "ctoppar_name", "fetch_start_payload",
 ]
 
 # app → ctoppar: (re)start fetching at ``offset`` (absolute or logical) for ``version``; also seek/resume.
@@ -40,6 +40,10 @@ FETCHED = "B_FETCHED"
 FETCH_ERROR = "B_FETCH_ERROR"
 # broker/N → ctoppar: the fetch position was set by the broker (logical offset or offset reset resolved).
 FETCH_POSITION = "B_FETCH_POSITION"
+# broker/N → ctoppar: KIP-392, the broker names a preferred read replica {version, broker_id}: fetch there.
+FETCH_PREFERRED = "B_FETCH_PREFERRED"
+# broker/N → ctoppar: the follower it fetches from cannot serve the partition {version, code}: back to the leader.
+FETCH_REVERT = "B_FETCH_REVERT"
 
 
 def ctoppar_name(topic: str, partition: int) -> str:

@@ -3,14 +3,16 @@
 partitions whose ctoppars asked this broker (it leads them), wiring the pure ``core.consumer.FetchPlanner`` to
 the connection, and the resolution of logical offsets with ListOffsets.
 
-One Fetch request is in flight per broker. Its response is scanned (batch headers only, no decoding) and each
-partition's complete record set goes to its ctoppar as a FETCHED op with the records as one raw frame.
+One Fetch request is in flight per broker; from Fetch v7 on it is part of a fetch session (KIP-227, kept by
+the planner). Its response is scanned (batch headers only, no decoding) and each partition's complete record
+set goes to its ctoppar as a FETCHED op with the records as one raw frame; a preferred read replica (KIP-392)
+or a follower that cannot serve a partition is reported to its ctoppar, which moves the fetching.
 Logical start offsets (OFFSET_BEGINNING/END) and OFFSET_OUT_OF_RANGE resets (auto.offset.reset) are resolved
 here with ListOffsets on this same connection, then fetching continues at the resolved offset.
 
 Ops in:  B_FETCH_START / B_FETCH_STOP / FETCH_FLOW (ctoppar), FETCHER_RETRY_RESOLVE (its own timer).
-Ops out: FETCHED / FETCH_ERROR / FETCH_POSITION (ctoppar), METADATA_REFRESH (the broker's owner), REQUEST
-         ListOffsets (to its own broker actor).
+Ops out: FETCHED / FETCH_ERROR / FETCH_POSITION / FETCH_PREFERRED / FETCH_REVERT (ctoppar), METADATA_REFRESH
+         (the broker's owner), REQUEST ListOffsets (to its own broker actor).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kqactors.core.connection import Completion, ConnState, Request
-from kqactors.core.consumer.planner import AWAITING_RESET, FetchPlan, FetchPlanner
+from kqactors.core.consumer.planner import AWAITING_RESET, FETCH_SESSION_MIN_VERSION, FetchPlan, FetchPlanner
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import KafkaError
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END
@@ -58,6 +60,7 @@ class FetchSource:
         #: (topic, partition) → (version, logical offset or reset policy) waiting for ListOffsets
         self.resolving: dict[tuple[str, int], tuple[int, int]] = {}
         self.fetch_requests = 0
+        self.fetch_request_bytes = 0  # encoded Fetch request bodies (what fetch sessions save)
         self.fetched_bytes = 0
         self.completed = False  # a Fetch completed since the actor last pumped
 
@@ -76,16 +79,20 @@ class FetchSource:
             return  # a stale start (the partition moved on meanwhile)
         self.fetch_owner[key] = op.sender or cops.ctoppar_name(topic, partition)
         self.resolving.pop(key, None)
+        follower = bool(p.get("follower", False))
         if offset >= 0:
-            self.planner.start(topic, partition, offset, version)
+            self.planner.start(topic, partition, offset, version, follower=follower)
         else:
             # Not fetchable until ListOffsets resolves the logical offset.
-            target = self.planner.start(topic, partition, 0, version)
+            target = self.planner.start(topic, partition, 0, version, follower=follower)
             target.state = AWAITING_RESET
             self._resolve(topic, partition, version, offset)
         self.planner.set_flow(topic, partition, bool(p.get("flow_open", True)))
         self.planner.set_paused(topic, partition, bool(p.get("paused", False)))
-        self.pump()
+        # A partition waiting for ListOffsets adds nothing to fetch (with thousands of them assigned at once,
+        # a pump each would scan them all thousands of times); _on_resolved pumps.
+        if offset >= 0:
+            self.pump()
 
     def _on_fetch_stop(self, op: Op) -> None:
         key = (op.payload["topic"], int(op.payload["partition"]))
@@ -168,10 +175,10 @@ class FetchSource:
             if conn.state == ConnState.INIT and self.fetch_owner and not broker.stopped:
                 broker.ensure_connecting()  # closed while idle (connections.max.idle.ms): there is work now
             return
-        plan = self.planner.build()
+        version = conn.version_for(FETCH)
+        plan = self.planner.build(sessions=version is not None and version >= FETCH_SESSION_MIN_VERSION)
         if plan is None:
             return
-        version = conn.version_for(FETCH)
         if version is None:
             self.planner.handle_failure(plan, KafkaError._UNSUPPORTED_FEATURE)
             for key in plan.partitions:
@@ -183,8 +190,15 @@ class FetchSource:
                         "reason": f"broker {broker.node_id} does not support Fetch v{FETCH.min_version}+"}))
             return
         body = FETCH.encode(version, {"request": plan.request}, [])
+        size = sum(len(chunk) for chunk in body)
         self.fetch_requests += 1
+        self.fetch_request_bytes += size
         if broker.clog.debugging("fetch"):
+            req = plan.request
+            listed = sum(len(t.partitions) for t in req.topics)
+            broker.clog.debug("fetch", "FETCH", f"{broker.log_name}: Fetch v{version} session {req.session_id} "
+                                                f"epoch {req.session_epoch}: {listed}/{len(plan.partitions)} "
+                                                f"partition(s) listed, {size} bytes")
             for (topic, partition), (part_version, offset, max_bytes) in plan.partitions.items():
                 broker.clog.debug("fetch", "FETCH", f"{broker.log_name}: Fetch topic {topic} [{partition}] at offset "
                                                     f"{offset} (v{part_version}, max {max_bytes} bytes)")
@@ -220,6 +234,16 @@ class FetchSource:
             owner = self.fetch_owner.get((error.topic, error.partition))
             if owner:
                 send(owner, Op(cops.FETCH_ERROR, error.payload()))
+        for moved in outcome.preferred:
+            owner = self.fetch_owner.get((moved.topic, moved.partition))
+            if owner:
+                send(owner, Op(cops.FETCH_PREFERRED, {"topic": moved.topic, "partition": moved.partition,
+                                                      "version": moved.version, "broker_id": moved.broker_id}))
+        for topic, partition, part_version, code in outcome.reverts:
+            owner = self.fetch_owner.get((topic, partition))
+            if owner:
+                send(owner, Op(cops.FETCH_REVERT, {"topic": topic, "partition": partition, "version": part_version,
+                                                   "code": code}))
         for reset in outcome.resets:
             logical = OFFSET_BEGINNING if reset.policy == "earliest" else OFFSET_END
             self._resolve(reset.topic, reset.partition, reset.version, logical)

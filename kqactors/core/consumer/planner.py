@@ -4,9 +4,23 @@ Runs in: broker actors (one FetchPlanner per broker connection, pure and process
 this broker leads: the fetch position and toppar version it fetches at, flow control (prefetch credit open
 or closed), pause, error backoff (fetch.error.backoff.ms), the partition fetch size, and partition EOF
 bookkeeping. It builds Fetch requests (fetch.wait.max.ms, fetch.min.bytes, fetch.max.bytes,
-max.partition.fetch.bytes; full requests, no KIP-227 fetch session) and, on the response, scans batch
-headers to advance the position without decoding, classifies errors, and emits ``FetchedSlice``s for toppar
-actors to decode.
+max.partition.fetch.bytes, client.rack) and, on the response, scans batch headers to advance the position
+without decoding, classifies errors, and emits ``FetchedSlice``s for toppar actors to decode.
+
+Fetch sessions (KIP-227, Fetch v7+; ``FetchSession``): the first request is a full one with session id 0 and
+epoch 0, which asks the broker for a session; once it answers with a session id, each request carries that id
+and the next epoch, lists only the partitions that are new or whose fetch position, size or leader epoch
+changed, and names in ``forgotten_topics_data`` the session's partitions that are not to be fetched now
+(stopped, paused, flow-closed, backing off); the broker then answers only for partitions with news. A broker
+that answers session id 0 keeps every request full. FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+any other failed request or a lost connection start over with a full request. An incremental request is built
+without walking every partition: the planner keeps the fetchable partitions' parameters from the last build and
+looks again only at partitions changed since (every mutator marks them) or waiting out a backoff.
+
+Closest replica (KIP-392, Fetch v11+): ``preferred_read_replica`` in an answer is reported as a
+``PreferredReplica`` (the toppar moves its fetching there); on a partition fetched from a follower
+(``follower=True``), leadership errors and an OFFSET_OUT_OF_RANGE beyond the follower's high watermark are
+reported as ``revert`` (the toppar goes back to the leader) instead of resetting the offset, as librdkafka does.
 
 Version stamping: every planned partition remembers the version and offset it was requested at; a response
 for a partition that was seeked, re-assigned or stopped since is dropped, never delivered. One Fetch request
@@ -28,27 +42,46 @@ from collections.abc import Callable
 from typing import Any
 
 from kqactors.errors import KafkaError
-from kqactors.protocol.generated.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from kqactors.protocol.generated.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    ForgottenTopic,
+    PartitionData,
+)
 from kqactors.records import CorruptRecordError, scan_record_set
 
 from .classify import classify_fetch_error
 from .decoder import FetchedSlice
 from .settings import ERROR, FetchSettings
 
-__all__ = ["FetchPlanner", "FetchPlan", "FetchOutcome", "FetchTarget", "OffsetReset", "PartitionError",
-           "ACTIVE", "AWAITING_RESET", "STOPPED"]
+__all__ = ["FetchPlanner", "FetchPlan", "FetchOutcome", "FetchTarget", "FetchSession", "OffsetReset",
+           "PartitionError", "PreferredReplica", "FETCH_SESSION_MIN_VERSION", "HELD_WAIT_MS", "ACTIVE",
+           "AWAITING_RESET", "STOPPED", "REVERTED"]
 
 ACTIVE = "active"
 AWAITING_RESET = "awaiting-reset"
 """Offset out of range: waiting for the actor to resolve auto.offset.reset and call ``seek``."""
 STOPPED = "stopped"
 """Fetching stopped by an error the application must act on (auto.offset.reset=error)."""
+REVERTED = "reverted"
+"""Handed over: a follower that cannot serve it any more (back to the leader), or the broker named a preferred
+read replica; not fetched here until the toppar moves or restarts it."""
 
 _AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
+_OFFSET_OUT_OF_RANGE = KafkaError.OFFSET_OUT_OF_RANGE
+_SESSION_ERRORS = frozenset({KafkaError.FETCH_SESSION_ID_NOT_FOUND, KafkaError.INVALID_FETCH_SESSION_EPOCH})
+FETCH_SESSION_MIN_VERSION = 7
+"""Fetch versions from this one on have SessionId/SessionEpoch (KIP-227)."""
+_INT32_MAX = 2_147_483_647
 _MSG_SIZE_TOO_LARGE = KafkaError.MSG_SIZE_TOO_LARGE
 _BAD_MSG = KafkaError._BAD_MSG
 _MAX_PARTITION_BYTES = 1_000_000_000
 _ZERO_UUID = bytes(16)
+HELD_WAIT_MS = 20
+"""max_wait_ms of a Fetch while a flow-closed partition has data waiting on the broker (see _scan):
+the partitions in the request may be at their end, and the held one must not wait behind their long-poll."""
 
 Key = tuple[str, int]
 
@@ -58,11 +91,13 @@ class FetchTarget:
 
     __slots__ = ("topic", "partition", "topic_id", "version", "offset", "current_leader_epoch",
                  "last_fetched_epoch", "paused", "flow_open", "state", "backoff_until", "max_bytes",
-                 "eof_offset", "last_error", "high_watermark", "last_stable_offset", "log_start_offset")
+                 "eof_offset", "last_error", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "follower", "key")
 
     def __init__(self, topic: str, partition: int, offset: int, version: int, max_bytes: int) -> None:
         self.topic = topic
         self.partition = partition
+        self.key = (topic, partition)
         self.topic_id: bytes | None = None
         self.version = version
         self.offset = offset
@@ -78,6 +113,8 @@ class FetchTarget:
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
+        #: fetched from a preferred read replica, not the leader (KIP-392)
+        self.follower = False
 
     def is_fetchable(self, now: float) -> bool:
         return self.state == ACTIVE and self.flow_open and not self.paused and self.backoff_until <= now
@@ -90,12 +127,20 @@ class FetchTarget:
 class FetchPlan:
     """A built Fetch request and, per partition, the (version, offset, max_bytes) it was requested at."""
 
-    __slots__ = ("request", "partitions", "timeout_ms", "topic_ids_known")
+    __slots__ = ("request", "partitions", "timeout_ms", "topic_ids_known", "session_parts", "incremental",
+                 "revisited")
 
     def __init__(self, request: FetchRequest, partitions: dict[Key, tuple[int, int, int]], timeout_ms: int,
-                 topic_ids_known: bool) -> None:
+                 topic_ids_known: bool, session_parts: dict[Key, tuple[int, int, int]] | None = None,
+                 incremental: bool = False) -> None:
         self.request = request
+        #: every partition this round fetches (in an incremental request, also those it does not list)
         self.partitions = partitions
+        #: the fetch session's partitions once this request succeeds (None: no session)
+        self.session_parts = session_parts
+        self.incremental = incremental
+        #: incremental: the partitions looked at again for this request (changed since the last one)
+        self.revisited: list[Key] = []
         #: Local timeout for this request: fetch.wait.max.ms + socket.timeout.ms.
         self.timeout_ms = timeout_ms
         #: False when some topic id is unknown: the broker actor must then use Fetch v12 or older.
@@ -140,10 +185,56 @@ class PartitionError:
         return f"PartitionError({self.topic}[{self.partition}] v{self.version} @{self.offset} code={self.code})"
 
 
+class PreferredReplica:
+    """KIP-392: the broker names another replica (``broker_id``) to fetch the partition from."""
+
+    __slots__ = ("topic", "partition", "version", "broker_id")
+
+    def __init__(self, topic: str, partition: int, version: int, broker_id: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.version = version
+        self.broker_id = broker_id
+
+    def __repr__(self) -> str:
+        return f"PreferredReplica({self.topic}[{self.partition}] v{self.version} → {self.broker_id})"
+
+
+class FetchSession:
+    """KIP-227 client side of one broker connection: session id, next epoch and the partitions the broker
+    holds for the session, each with the (offset, max_bytes, leader epoch) it was last sent with."""
+
+    __slots__ = ("session_id", "epoch", "partitions", "full_requests", "incremental_requests", "resets")
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0
+        self.partitions: dict[Key, tuple[int, int, int]] = {}
+        self.full_requests = 0
+        self.incremental_requests = 0
+        self.resets = 0
+
+    @property
+    def established(self) -> bool:
+        return self.session_id != 0
+
+    def reset(self) -> None:
+        """Start over: the next request is a full one asking for a new session."""
+        if self.session_id:
+            self.resets += 1
+        self.session_id = 0
+        self.epoch = 0
+        self.partitions = {}
+
+    def __repr__(self) -> str:
+        return f"FetchSession(id={self.session_id} epoch={self.epoch} {len(self.partitions)} partitions)"
+
+
 class FetchOutcome:
     """What a Fetch response (or failure) asks the broker actor to do."""
 
-    __slots__ = ("slices", "resets", "errors", "refresh_topics", "leader_errors", "dropped", "received_bytes")
+    __slots__ = ("slices", "resets", "errors", "refresh_topics", "leader_errors", "dropped", "received_bytes",
+                 "preferred", "reverts")
 
     def __init__(self) -> None:
         #: Hand each to its toppar actor (records as a raw frame).
@@ -159,6 +250,10 @@ class FetchOutcome:
         #: Partition answers ignored because the partition changed (seek, re-assign, stop) meanwhile.
         self.dropped = 0
         self.received_bytes = 0
+        #: KIP-392: partitions the broker sends to another replica
+        self.preferred: list[PreferredReplica] = []
+        #: (topic, partition, version, code): fetched from a follower that cannot serve them; back to the leader
+        self.reverts: list[tuple[str, int, int, int]] = []
 
 
 class FetchPlanner:
@@ -171,10 +266,21 @@ class FetchPlanner:
         self._names_by_id: dict[bytes, str] = {}
         self._rotation = 0
         self.in_flight: FetchPlan | None = None
+        self.session = FetchSession()
+        # What an incremental request needs without walking every partition (see _incremental_view): the
+        # fetchable partitions' planned (version, offset, max_bytes) and session parameters as of the last
+        # build, the partitions changed since, and those waiting out a backoff or a closed flow.
+        self._live_valid = False
+        self._live_ids_known = True
+        self._live_planned: dict[Key, tuple[int, int, int]] = {}
+        self._live_params: dict[Key, tuple[int, int, int]] = {}
+        self._dirty: set[Key] = set()
+        self._backing_off: set[Key] = set()
+        self._closed: set[Key] = set()
 
     # -- partitions joining, leaving and changing -----------------------------------------------------
     def start(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int = -1,
-              topic_id: bytes | None = None) -> FetchTarget:
+              topic_id: bytes | None = None, follower: bool = False) -> FetchTarget:
         """Begin (or restart) fetching a partition at an absolute ``offset`` for toppar ``version``."""
         _check_offset(offset)
         key = (topic, partition)
@@ -184,7 +290,9 @@ class FetchPlanner:
             self._targets[key] = target
         else:
             self._restart(target, offset, version)
+        self._dirty.add(key)
         target.current_leader_epoch = leader_epoch
+        target.follower = follower
         if topic_id is not None and topic_id != _ZERO_UUID:
             target.topic_id = topic_id
             self._names_by_id[topic_id] = topic
@@ -192,6 +300,7 @@ class FetchPlanner:
 
     def stop(self, topic: str, partition: int) -> bool:
         """Stop fetching (partition left this broker or was unassigned); late answers for it are dropped."""
+        self._dirty.add((topic, partition))
         return self._targets.pop((topic, partition), None) is not None
 
     def seek(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int | None = None
@@ -211,6 +320,7 @@ class FetchPlanner:
         return True
 
     def _restart(self, target: FetchTarget, offset: int, version: int) -> None:
+        self._dirty.add(target.key)
         target.offset = offset
         target.version = version
         target.state = ACTIVE
@@ -225,16 +335,19 @@ class FetchPlanner:
         target = self._targets.get((topic, partition))
         if target is not None:
             target.flow_open = open_
+            self._dirty.add(target.key)
 
     def set_paused(self, topic: str, partition: int, paused: bool) -> None:
         target = self._targets.get((topic, partition))
         if target is not None:
             target.paused = paused
+            self._dirty.add(target.key)
 
     def set_leader_epoch(self, topic: str, partition: int, leader_epoch: int) -> None:
         target = self._targets.get((topic, partition))
         if target is not None:
             target.current_leader_epoch = leader_epoch
+            self._dirty.add(target.key)
 
     def target(self, topic: str, partition: int) -> FetchTarget | None:
         return self._targets.get((topic, partition))
@@ -245,45 +358,160 @@ class FetchPlanner:
     # -- building requests ----------------------------------------------------------------------------
     def fetchable(self, now: float | None = None) -> list[FetchTarget]:
         """Partitions that would go into a request now, in this round's (rotated) order."""
-        now = self._clock() if now is None else now
-        ready = [t for t in self._targets.values() if t.is_fetchable(now)]
+        return self._scan(self._clock() if now is None else now)[0]
+
+    def _scan(self, now: float) -> tuple[list[FetchTarget], bool]:
+        """One pass over the partitions (thousands on one broker are the case this is written for): the
+        fetchable ones, rotated, and whether a flow-closed one has data waiting on the broker. Then a long-poll
+        would keep it from being fetched for up to fetch.wait.max.ms after its flow opens again (a Fetch in
+        flight cannot be cut short, and brokers hold one for the partitions already at their end), so the
+        request waits HELD_WAIT_MS at most."""
+        ready = []
+        held = False
+        append = ready.append
+        for t in self._targets.values():
+            if t.state != ACTIVE or t.paused:
+                continue
+            if t.flow_open:
+                if t.backoff_until <= now:
+                    append(t)
+            elif 0 <= t.offset < t.high_watermark:
+                held = True
         if len(ready) > 1:
             # Rotate so that a response cut short by fetch.max.bytes does not always favour the same ones.
             start = self._rotation % len(ready)
             ready = ready[start:] + ready[:start]
-        return ready
+        return ready, held
 
-    def build(self, now: float | None = None) -> FetchPlan | None:
-        """The next Fetch request, or None when one is in flight or no partition may be fetched now."""
+    def build(self, now: float | None = None, *, sessions: bool = False) -> FetchPlan | None:
+        """The next Fetch request, or None when one is in flight or no partition may be fetched now.
+
+        ``sessions``: the connection's Fetch version has fetch sessions (v7+); without, every request is full
+        and sessionless (epoch -1)."""
         if self.in_flight is not None:
             return None
-        ready = self.fetchable(now)
-        if not ready:
+        now = self._clock() if now is None else now
+        session = self.session
+        if not sessions:
+            session.reset()
+        incremental = sessions and session.established and self._live_valid
+        if incremental:
+            ready, held, planned, session_parts = self._incremental_view(now)
+        else:
+            ready, held = self._scan(now)
+            planned, session_parts = {}, {}
+        if not ready and not planned:
             return None
         self._rotation += 1
         settings = self.settings
+        known = session.partitions if incremental else {}
         topics: dict[str, FetchTopic] = {}
-        planned: dict[Key, tuple[int, int, int]] = {}
-        ids_known = True
+        ids_known = self._live_ids_known if incremental else True
+        known_get = known.get
         for target in ready:
+            key = target.key
+            offset, max_bytes = target.offset, target.max_bytes
+            planned[key] = (target.version, offset, max_bytes)
+            params = session_parts[key] = (offset, max_bytes, target.current_leader_epoch)
+            if target.topic_id is None:
+                ids_known = False
+            if known_get(key) == params:
+                continue  # in the session unchanged: the broker fetches it without being told
             topic = topics.get(target.topic)
             if topic is None:
-                topic_id = target.topic_id or _ZERO_UUID
-                ids_known = ids_known and topic_id != _ZERO_UUID
-                topic = topics[target.topic] = FetchTopic(topic=target.topic, topic_id=topic_id, partitions=[])
+                topic = topics[target.topic] = FetchTopic(topic=target.topic, topic_id=target.topic_id or _ZERO_UUID,
+                                                          partitions=[])
             topic.partitions.append(FetchPartition(
                 partition=target.partition, current_leader_epoch=target.current_leader_epoch,
                 fetch_offset=target.offset, last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=target.max_bytes,
             ))  # fmt: skip
-            planned[(target.topic, target.partition)] = (target.version, target.offset, target.max_bytes)
+        forgotten: dict[str, ForgottenTopic] = {}
+        for topic_name, partition in sorted(known.keys() - session_parts.keys()) if known else ():
+            entry = forgotten.get(topic_name)
+            if entry is None:
+                topic_id = next((t.topic_id for t in self._targets.values() if t.topic == topic_name and t.topic_id),
+                                None)
+                entry = forgotten[topic_name] = ForgottenTopic(topic=topic_name, topic_id=topic_id or _ZERO_UUID,
+                                                               partitions=[])
+            entry.partitions.append(partition)
+        max_wait_ms = settings.fetch_wait_max_ms
+        if max_wait_ms > HELD_WAIT_MS and held:
+            max_wait_ms = HELD_WAIT_MS
+        if incremental:
+            session_id, epoch = session.session_id, session.epoch
+            session.incremental_requests += 1
+        else:
+            session_id, epoch = 0, (0 if sessions else -1)
+            session.full_requests += 1
         request = FetchRequest(
-            replica_id=-1, max_wait_ms=settings.fetch_wait_max_ms, min_bytes=settings.fetch_min_bytes,
-            max_bytes=settings.fetch_max_bytes, isolation_level=settings.isolation_level, session_id=0,
-            session_epoch=-1, topics=list(topics.values()),
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=settings.fetch_min_bytes,
+            max_bytes=settings.fetch_max_bytes, isolation_level=settings.isolation_level, session_id=session_id,
+            session_epoch=epoch, topics=list(topics.values()), forgotten_topics_data=list(forgotten.values()),
+            rack_id=settings.client_rack,
         )  # fmt: skip
-        self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known)
+        if sessions and not incremental:
+            self._live_reset(planned, session_parts)
+        elif not sessions:
+            self._live_valid = False
+        self._live_ids_known = ids_known
+        self.in_flight = FetchPlan(request, planned, settings.request_timeout_ms, ids_known,
+                                   session_parts if sessions else None, incremental)
+        if incremental:
+            self.in_flight.revisited = [t.key for t in ready]
         return self.in_flight
+
+    def _live_reset(self, planned: dict[Key, tuple[int, int, int]],
+                    session_parts: dict[Key, tuple[int, int, int]]) -> None:
+        """A full scan just ran: the live view is what it found."""
+        self._live_planned = dict(planned)
+        self._live_params = dict(session_parts)
+        self._dirty.clear()
+        self._backing_off = set()
+        self._closed = set()
+        for t in self._targets.values():
+            if t.state == ACTIVE and not t.paused and t.key not in planned:
+                (self._backing_off if t.flow_open else self._closed).add(t.key)
+        self._live_valid = True
+
+    def _incremental_view(self, now: float) -> tuple[list[FetchTarget], bool, dict[Key, tuple[int, int, int]],
+                                                     dict[Key, tuple[int, int, int]]]:
+        """For an incremental request, without walking every partition: the partitions to look at again
+        (changed since the last build, or whose backoff may be over) as ``ready`` targets for the caller to
+        list if their parameters differ from the session's, and copies of the live planned / session maps
+        for everything else that is fetchable. Partitions that stopped being fetchable are left out of the
+        maps, so the caller's forgotten list (session minus maps) names them."""
+        live_planned, live_params = self._live_planned, self._live_params
+        backing_off, closed, targets = self._backing_off, self._closed, self._targets
+        look = self._dirty | backing_off
+        self._dirty = set()
+        ready: list[FetchTarget] = []
+        for key in look:
+            live_planned.pop(key, None)
+            live_params.pop(key, None)
+            backing_off.discard(key)
+            closed.discard(key)
+            t = targets.get(key)
+            if t is None or t.state != ACTIVE or t.paused:
+                continue
+            if not t.flow_open:
+                closed.add(key)
+            elif t.backoff_until > now:
+                backing_off.add(key)
+            else:
+                ready.append(t)
+        held = False
+        for key in closed:
+            t = targets.get(key)
+            if t is not None and 0 <= t.offset < t.high_watermark:
+                held = True
+                break
+        planned = dict(live_planned)
+        session_parts = dict(live_params)
+        for t in ready:  # the caller adds them to the copies; the live maps get them here
+            live_planned[t.key] = (t.version, t.offset, t.max_bytes)
+            live_params[t.key] = (t.offset, t.max_bytes, t.current_leader_epoch)
+        return ready, held, planned, session_parts
 
     def next_wakeup(self, now: float | None = None) -> float | None:
         """Clock time at which a backed-off partition becomes fetchable (None: nothing is waiting on time)."""
@@ -297,11 +525,14 @@ class FetchPlanner:
         """The whole request failed (connection lost, timeout, request-level error): back every partition off."""
         now = self._clock() if now is None else now
         self._finish(plan)
+        if plan.session_parts is not None:
+            self.session.reset()  # the broker may or may not have moved the session on: start over
         until = now + self.settings.fetch_error_backoff_ms / 1000.0
         for key, (version, offset, _max_bytes) in plan.partitions.items():
             target = self._targets.get(key)
             if target is not None and target.version == version and target.offset == offset:
                 target.backoff_until = until
+                self._dirty.add(key)
         return FetchOutcome()
 
     def handle_response(self, plan: FetchPlan, response: FetchResponse, now: float | None = None) -> FetchOutcome:
@@ -310,13 +541,27 @@ class FetchPlanner:
         self._finish(plan)
         outcome = FetchOutcome()
         top_error = response.error_code
+        if top_error in _SESSION_ERRORS and plan.session_parts is not None:
+            self.session.reset()  # the partitions did nothing wrong: a full request goes out at once
+            return outcome
         if top_error and not response.responses:
             self.handle_failure(plan, top_error, now)
             return outcome
+        session = self.session
+        if plan.session_parts is not None and top_error:
+            session.reset()  # the request failed as a whole: the next one starts a session afresh
+        elif plan.session_parts is not None:
+            if plan.incremental:
+                session.epoch = session.epoch + 1 if session.epoch < _INT32_MAX else 1
+                session.partitions = plan.session_parts
+            elif response.session_id:
+                session.session_id, session.epoch = response.session_id, 1
+                session.partitions = plan.session_parts
         for topic_response in response.responses:
             topic = topic_response.topic or self._names_by_id.get(topic_response.topic_id, "")
             for data in topic_response.partitions:
                 key = (topic, data.partition_index)
+                self._dirty.add(key)  # whatever the answer changes is looked at again by the next build
                 planned = plan.partitions.get(key)
                 if planned is None:
                     continue  # not asked for (or unknown topic id): nothing to hand anywhere
@@ -330,12 +575,40 @@ class FetchPlanner:
                 target.last_stable_offset = data.last_stable_offset
                 target.log_start_offset = data.log_start_offset
                 code = top_error or data.error_code
+                replica = data.preferred_read_replica
+                if replica is not None and replica >= 0 and not code:
+                    # KIP-392: no records come with it; the toppar moves the partition's fetching there.
+                    outcome.preferred.append(PreferredReplica(target.topic, target.partition, version, replica))
+                    target.state = REVERTED  # not fetched here again until the toppar moves or restarts it
+                    continue
                 if code:
-                    self._partition_error(target, code, now, outcome)
+                    self._partition_error(target, code, now, outcome, data.high_watermark)
                 else:
                     target.last_error = 0
                     self._partition_data(target, data, max_bytes, now, outcome)
+        if plan.incremental and self.settings.enable_partition_eof and not top_error:
+            self._eof_of_unanswered(plan, response, now, outcome)
         return outcome
+
+    def _eof_of_unanswered(self, plan: FetchPlan, response: FetchResponse, now: float,
+                           outcome: FetchOutcome) -> None:
+        """A partition that changed since the last request (restarted or seeked, perhaps to where it already
+        was, so not even listed) and that the broker left out of its answer has nothing new: its watermarks are
+        the ones last seen. Sessionless, the broker would have answered it empty, and that answer is where a
+        partition EOF comes from; so it does here too."""
+        if not plan.revisited:
+            return
+        answered = {(t.topic, p.partition_index) for t in response.responses for p in t.partitions}
+        for key in plan.revisited:
+            planned = plan.partitions.get(key)
+            target = self._targets.get(key)
+            if (key in answered or planned is None or target is None or target.version != planned[0]
+                    or target.offset != planned[1] or target.state != ACTIVE or target.high_watermark < 0):
+                continue
+            unchanged = PartitionData(partition_index=key[1], high_watermark=target.high_watermark,
+                                      last_stable_offset=target.last_stable_offset,
+                                      log_start_offset=target.log_start_offset)
+            self._partition_data(target, unchanged, planned[2], now, outcome)
 
     def _finish(self, plan: FetchPlan) -> None:
         if self.in_flight is plan:
@@ -391,8 +664,16 @@ class FetchPlanner:
                      f"a partition fetch size of {max_bytes} bytes", outcome)
         target.backoff_until = now + self.settings.fetch_error_backoff_ms / 1000.0
 
-    def _partition_error(self, target: FetchTarget, code: int, now: float, outcome: FetchOutcome) -> None:
+    def _partition_error(self, target: FetchTarget, code: int, now: float, outcome: FetchOutcome,
+                         high_watermark: int = -1) -> None:
         action = classify_fetch_error(code)
+        if target.follower and (action.refresh or (code == _OFFSET_OUT_OF_RANGE and target.offset > high_watermark)):
+            # A follower that lost the partition or lags behind the position: back to the leader (librdkafka
+            # does the same instead of resetting the offset), which then answers for itself.
+            target.state = REVERTED
+            target.last_error = code
+            outcome.reverts.append((target.topic, target.partition, target.version, code))
+            return
         if action.refresh:
             outcome.refresh_topics.add(target.topic)
             outcome.leader_errors.append((target.topic, target.partition, code))

@@ -43,6 +43,7 @@ _PROPERTIES: dict[str, tuple[str, str, int, int]] = {
     "check.crcs": ("check_crcs", "bool", 0, 0),
     "enable.auto.offset.store": ("enable_auto_offset_store", "bool", 0, 0),
     "auto.offset.reset": ("auto_offset_reset", "reset", 0, 0),
+    "client.rack": ("client_rack", "str", 0, 0),
 }
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -65,6 +66,9 @@ class FetchSettings:
     check_crcs: bool = False
     enable_auto_offset_store: bool = True
     auto_offset_reset: str = LATEST
+    #: Fetch v11+ RackId (KIP-392): a broker with a rack-aware replica.selector.class may name a closer
+    #: replica to fetch from.
+    client_rack: str = ""
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in (EARLIEST, LATEST, ERROR):
@@ -118,6 +122,10 @@ def _coerce(prop: str, kind: str, low: int, high: int, raw: Any) -> Any:
         if text not in ("read_committed", "read_uncommitted"):
             raise ValueError(f'Invalid value "{raw}" for configuration property "{prop}"')
         return text == "read_committed"
+    if kind == "str":
+        if not isinstance(raw, str):
+            raise ValueError(f'Invalid value for configuration property "{prop}": {raw!r} (expected a string)')
+        return raw
     if kind == "reset":
         policy = _RESET_ALIASES.get(str(raw).lower())
         if policy is None:

@@ -9,6 +9,7 @@ import pytest
 from kqactors.actors import ctoppar
 from kqactors.core.consumer.decoder import FetchedSlice
 from kqactors.core.consumer.packing import MessageBatch
+from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import consumer as cops
 from kqactors.ops import producer as pops
@@ -18,6 +19,7 @@ from kqactors.runtime.op import HOST_CONTROL, Op
 
 NAME = "ctoppar/t/0"
 BROKER = ops.broker_name(1)
+FOLLOWER = ops.broker_name(2)
 
 
 def _records(count: int, first: int = 0) -> bytes:
@@ -27,18 +29,21 @@ def _records(count: int, first: int = 0) -> bytes:
 
 
 class _Harness:
-    def __init__(self) -> None:
+    def __init__(self, **start: int) -> None:
         self.to_app: list[Op] = []
         self.flows: list[bool] = []  # FETCH_FLOW "open" values sent to the broker actor, in order
+        self.to_brokers: list[Op] = []  # B_FETCH_START / B_FETCH_STOP, in order
         self.core = HostCore("h0", self._transmit)
-        self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", "main": "h1"}}, target=HOST_CONTROL)])
+        self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", FOLLOWER: "h1", ops.broker_name(3): "h1", "main": "h1"}},
+                              target=HOST_CONTROL)])
         self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
-        self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0}, sender="app"),
+        self.deliver(Op(cops.FETCH_START, {"version": 2, "offset": 0, **start}, sender="app"),
                      Op(pops.LEADER, {"broker_id": 1}, sender="main"))
 
     def _transmit(self, _key: str, batch: list[Op]) -> None:
         self.to_app.extend(op for op in batch if op.type == cops.CONSUMER_BATCH)
         self.flows.extend(op.payload["open"] for op in batch if op.type == cops.FETCH_FLOW)
+        self.to_brokers.extend(op for op in batch if op.type in (cops.BROKER_FETCH_START, cops.BROKER_FETCH_STOP))
 
     def deliver(self, *batch: Op) -> None:
         for op in batch:
@@ -93,18 +98,36 @@ def test_frames_not_yet_sent_are_dropped_when_the_partition_is_stopped(small_ste
     assert [op.payload["messages"] for op in h.to_app] == [10]
 
 
-def test_fetching_pauses_while_a_second_slice_waits_to_be_decoded(small_steps: None,
+def test_fetching_pauses_while_the_queue_has_no_room_for_what_waits_undecoded(small_steps: None,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Credit is charged as frames are decoded, so slices fetched meanwhile would pile up undecoded: the
-    broker actor is told to stop fetching while more than MAX_UNDECODED_BYTES wait, and to go on once only
-    the one being decoded is left."""
+    broker actor is told to stop fetching while more undecoded bytes wait than the prefetch queue has room
+    for (at least MAX_UNDECODED_BYTES), and to go on once the app has consumed them."""
     first, second = _records(100), _records(50, first=100)
     monkeypatch.setattr(ctoppar, "MAX_UNDECODED_BYTES", len(first) + len(second))
-    h = _Harness()
+    h = _Harness(max_bytes=len(first) + len(second))
     h.run()
     h.deliver(h.fetched(first, 0, 100), h.fetched(second, 100, 150))
     h.run()
+    assert h.flows == [False]
+    assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
+    sent = sum(len(op.frames[0]) for op in h.to_app)
+    h.deliver(Op(cops.CREDIT, {"version": 2, "messages": 150, "nbytes": sent}, sender="app"))
+    h.run()
     assert h.flows == [False, True]
+
+
+def test_slices_arriving_faster_than_decoded_keep_fetching_open_while_the_queue_has_room(
+        small_steps: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large slices (Tansu answers MBs per partition) arrive before the previous one is decoded: fetching
+    goes on while the partition's prefetch queue has room for them, so the next Fetch overlaps the decode."""
+    first, second = _records(100), _records(50, first=100)
+    monkeypatch.setattr(ctoppar, "MAX_UNDECODED_BYTES", 16)
+    h = _Harness(max_bytes=100 * (len(first) + len(second)))
+    h.run()
+    h.deliver(h.fetched(first, 0, 100), h.fetched(second, 100, 150))
+    h.run()
+    assert h.flows == []
     assert [offset for offset, _, error in h.taken() if not error] == list(range(150))
 
 
@@ -160,3 +183,73 @@ def test_a_slice_decoded_in_one_frame_costs_one_host_turn() -> None:
     h.deliver(h.fetched(_records(20), 0, 20))
     assert h.run() == 1
     assert [offset for offset, _, error in h.taken() if not error] == list(range(20))
+
+
+def _moves(h: _Harness) -> list[tuple[str, str, bool | None]]:
+    out = [(op.type, op.target, op.payload.get("follower")) for op in h.to_brokers]
+    h.to_brokers.clear()
+    return out
+
+
+def test_a_preferred_replica_takes_over_fetching_and_a_revert_or_the_lease_end_gives_it_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _Harness()
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_START, BROKER, False)]
+    h.deliver(h.fetched(_records(10), 0, 10))
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    moves = [op for op in h.to_brokers if op.type == cops.BROKER_FETCH_START]
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, BROKER, None), (cops.BROKER_FETCH_START, FOLLOWER, True)]
+    assert moves[0].payload["offset"] == 10  # where the leader left off
+    # the leader's answers are no longer taken; the follower's are
+    h.deliver(h.fetched(_records(10, first=10), 10, 20))
+    h.run()
+    assert len(h.taken()) == 10
+    h.deliver(Op(cops.FETCHED, FetchedSlice("t", 0, 2, 10, 20, _records(10, first=10)).payload(),
+                 [_records(10, first=10)], sender=FOLLOWER))
+    h.run()
+    assert [offset for offset, _, _ in h.taken()] == list(range(20))
+    # the follower lags: back to the leader at the position reached
+    h.deliver(Op(cops.FETCH_REVERT, {"version": 2, "code": 1}, sender=FOLLOWER))
+    h.run()
+    starts = [op for op in h.to_brokers if op.type == cops.BROKER_FETCH_START]
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, FOLLOWER, None), (cops.BROKER_FETCH_START, BROKER, False)]
+    assert starts[0].payload["offset"] == 20
+    # named again within a minute: not followed at once (a timer of fetch.error.backoff.ms first)
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    assert _moves(h) == []
+    actor = h.core.actors[NAME].actor
+    actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S  # a minute later
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, BROKER, None), (cops.BROKER_FETCH_START, FOLLOWER, True)]
+    # the lease ends: back to the leader; a lease-end of an older lease does nothing
+    h.deliver(Op("CTOPPAR_LEASE_END", {"lease": actor._lease - 1}))
+    h.run()
+    assert _moves(h) == []
+    h.deliver(Op("CTOPPAR_LEASE_END", {"lease": actor._lease}))
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, FOLLOWER, None), (cops.BROKER_FETCH_START, BROKER, False)]
+    # a new leader ends it too: from a follower straight to the new leader
+    actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.deliver(Op(pops.LEADER, {"broker_id": 3}, sender="main"))
+    h.run()
+    assert _moves(h)[-2:] == [(cops.BROKER_FETCH_STOP, FOLLOWER, None),
+                              (cops.BROKER_FETCH_START, ops.broker_name(3), False)]
+
+
+def test_a_follower_that_became_the_leader_is_restarted_as_the_leader_on_a_revert() -> None:
+    h = _Harness()
+    h.run()
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    _moves(h)
+    h.deliver(Op(pops.LEADER, {"broker_id": 2}, sender="main"))  # the replica it fetches from now leads
+    h.run()
+    assert _moves(h) == []
+    h.deliver(Op(cops.FETCH_REVERT, {"version": 2, "code": KafkaError.NOT_LEADER_FOR_PARTITION}, sender=FOLLOWER))
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_START, FOLLOWER, False)]

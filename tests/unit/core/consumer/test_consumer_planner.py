@@ -11,7 +11,7 @@ from support.clock import FakeClock
 
 from kqactors.core.consumer.classify import classify_fetch_error
 from kqactors.core.consumer.decoder import SliceDecoder
-from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, STOPPED, FetchPlanner
+from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, HELD_WAIT_MS, STOPPED, FetchPlanner
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.protocol.generated.fetch import (
@@ -340,3 +340,24 @@ def test_malformed_record_set_is_reported_not_raised() -> None:
     garbage = (0).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"\x02" * 20
     outcome = planner.handle_response(planner.build(), respond({("t", 0): {"records": garbage}}))
     assert [e.code for e in outcome.errors] == [KafkaError._BAD_MSG] and planner.target("t", 0).offset == 0
+
+
+def test_a_flow_closed_partition_with_data_waiting_shortens_the_long_poll() -> None:
+    planner, _ = make(fetch_wait_max_ms=500)
+    planner.start("t", 0, 0, version=1)
+    planner.start("t", 1, 0, version=1)
+    plan = planner.build()
+    planner.handle_response(plan, respond({("t", 0): {"high_watermark": 10, "records": batch(0, 4)},
+                                           ("t", 1): {"high_watermark": 0, "records": b""}}))
+    planner.set_flow("t", 0, False)  # 6 more records wait on the broker, but the toppar is full
+    plan = planner.build()
+    assert [p.partition for t in plan.request.topics for p in t.partitions] == [1]
+    assert plan.request.max_wait_ms == HELD_WAIT_MS  # the flow may open again while this one is held
+    planner.handle_response(plan, respond({("t", 1): {"high_watermark": 0, "records": b""}}))
+    planner.set_flow("t", 0, True)
+    plan = planner.build()
+    assert plan.request.max_wait_ms == 500
+    planner.handle_response(plan, respond({("t", 0): {"high_watermark": 10, "records": batch(4, 6)},
+                                           ("t", 1): {"high_watermark": 0, "records": b""}}))
+    planner.set_flow("t", 0, False)  # closed, but nothing waits for it on the broker: a full long-poll
+    assert planner.build().request.max_wait_ms == 500

@@ -92,8 +92,11 @@ class HostCore:
     """All actors of one host. ``transmit(endpoint_key, ops)`` sends one batch to another process."""
 
     def __init__(self, host_key: str, transmit: Callable[[str, list[Op]], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, restarted: bool = False) -> None:
         self.host_key = host_key
+        # a restarted host's inbox also gets what other hosts sent its dead predecessor (ZeroMQ keeps it across
+        # the reconnect): such ops must not reach the successors of the actors they were meant for
+        self.restarted = restarted
         self._transmit = transmit
         self.clock = clock
         self.actors: dict[str, ActorSlot] = {}
@@ -270,6 +273,12 @@ class HostCore:
         if slot is None:
             if target in self._stopped:
                 self._undeliverable(op, ErrorCode.DEAD_ACTOR, f"{target} has stopped", expected=True)
+            elif self.restarted and op.sender != APP:
+                # Most likely sent to the dead predecessor of ``target`` (a toppar's Produce to a broker actor of
+                # a killed main): replayed to the actor main spawns again it would be sent twice (the toppar
+                # retries what the dead one held). The sender learns it was not delivered, as before a restart.
+                self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on restarted "
+                                                                 f"{self.host_key}")
             else:
                 # Its SPAWN may still be on its way: the supervisor publishes a name to the other hosts before
                 # it sends the SPAWN (on its own socket, unordered with the app's and the other hosts'), and

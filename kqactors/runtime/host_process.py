@@ -114,11 +114,11 @@ def _poll_all(ready: list, inbox: ZmqInbox, core: HostCore, key: str) -> None:
             core.fd_event(item, bool(events & pollin), bool(events & pollout))
 
 
-def serve_forever(key: str, run_dir: str, parent_pid: int) -> int:
+def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = False) -> int:
     context = zmq.Context()
     inbox = ZmqInbox(context, run_dir, key)
     outbox = ZmqOutbox(context, run_dir)
-    core = HostCore(key, outbox.send)
+    core = HostCore(key, outbox.send, restarted=restarted)
     inbox_socket = inbox.socket
     pollin, pollout = int(zmq.POLLIN), int(zmq.POLLOUT)
     poll_items: list[tuple] = [(inbox_socket, pollin)]
@@ -187,13 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--restarted", action="store_true", help="this key's host ran before and died")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s host {args.key} %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the app, which closes us in order
     _die_with_parent(args.parent_pid)
     _watch_lifeline(args.run_dir, args.parent_pid)
-    return serve_forever(args.key, args.run_dir, args.parent_pid)
+    return serve_forever(args.key, args.run_dir, args.parent_pid, args.restarted)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ class ZmqControl:
         self.inbox = ZmqInbox(context, run_dir, SUPERVISOR_KEY)
         self.outbox = ZmqOutbox(context, run_dir)
         self.procs: dict[str, subprocess.Popen] = {}
+        self._launched: set[str] = set()  # keys started once: a second launch is a restart (--restarted)
         self.ready: set[str] = set()  # hosts seen READY (launch_hosts does not wait for it)
         self._pidfds: dict[int, str] = {}
         self._req_id = 0
@@ -76,6 +77,9 @@ class ZmqControl:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cmd = [sys.executable, "-m", "kqactors.runtime.host_process", "--key", key, "--run-dir", self._run_dir,
                "--parent-pid", str(os.getpid()), "--log-level", self._log_level]
+        if key in self._launched:
+            cmd.append("--restarted")
+        self._launched.add(key)
         # stdin is the host's lifeline: only this process holds the write end, so the host sees EOF the
         # moment the app dies, however it dies.
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, close_fds=True, env=env)

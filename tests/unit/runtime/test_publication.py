@@ -126,3 +126,18 @@ def test_ops_from_another_host_to_an_actor_whose_spawn_has_not_arrived_are_held(
     core.spawn("never", "support.sample_actors:RecorderActor", {}, "app")
     core.run()
     assert core.actors["never"].actor.log == []  # dropped at the end of the wait, not delivered late
+
+
+def test_a_restarted_host_does_not_hand_its_predecessors_mail_to_the_successors() -> None:
+    """Ops other hosts sent to a dead host reach its restarted successor (ZeroMQ queues them across the
+    reconnect). A fresh host holds an op to a name not spawned yet (its SPAWN may be on its way); a restarted
+    one refuses it, so a Produce meant for a killed main's broker actor is not replayed to the one main spawns
+    again (the toppar sends what the dead one held once more itself). Ops from the app are still held."""
+    for restarted, delivered in ((False, ["XMIT", "JOIN"]), (True, ["JOIN"])):
+        clock = FakeClock()
+        core = HostCore("h0", lambda key, ops: None, clock=clock, restarted=restarted)
+        core.deliver([Op("XMIT", target="broker/1", sender="toppar/t/0"),
+                      Op("JOIN", target="broker/1", sender="app")])
+        core.spawn("broker/1", "support.sample_actors:RecorderActor", {}, "app")
+        core.run()
+        assert [row[0] for row in core.actors["broker/1"].actor.log] == delivered, restarted

@@ -167,6 +167,15 @@ class Consumer:
 
     def _apply_assignment(self, partitions: list[TopicPartition], incremental: bool, add: bool) -> None:
         """The one place the assignment changes (also called by the group client on rebalance)."""
+        if self._group is not None and hasattr(self._group, "auto_commit_assigned"):
+            # assign()/unassign() replace the whole assignment (a partition kept is removed and added again, its
+            # stored offset committed as librdkafka does); incremental_unassign() removes the ones it names
+            if not incremental:
+                leaving = {(p.topic, p.partition) for p in self._positions.assigned()}
+            else:
+                leaving = set() if add else {(tp.topic, tp.partition) for tp in partitions}
+            if leaving:
+                self._group.auto_commit_assigned(leaving)  # enable.auto.commit: before their positions go
         if not incremental:
             removed = self._positions.unassign()
             keep = {(tp.topic, tp.partition) for tp in partitions}

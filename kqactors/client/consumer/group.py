@@ -142,6 +142,7 @@ class GroupClient:
         self.rebalanced_at = time.monotonic()
         self._last_report = 0.0
         self._commit_tags = 0
+        self._next_manual_commit = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
         self._closed = False
         self.errors: list[KafkaError] = []  # the last errors surfaced (the Consumer's poll() returned them)
 
@@ -255,6 +256,36 @@ class GroupClient:
             raise KafkaException(error)
         return result
 
+    def auto_commit_assigned(self, keys: set[tuple[str, int]] | None = None, wait: float = 0.0) -> None:
+        """enable.auto.commit with assign(): librdkafka commits a manual assignment's stored offsets too —
+        every auto.commit.interval.ms, for partitions leaving the assignment, and at close. The group actor
+        does so only for a member's partitions, so this side commits a manual assignment's (``keys``, default
+        all of it) as an app commit without a member id. ``wait`` > 0: wait that long for the outcome."""
+        if self._subscribed or self._closed or not self.settings.enable_auto_commit:
+            return
+        keys = self._consumer_keys() if keys is None else keys
+        # the stored offsets (of messages handed out, or store_offsets()) not committed yet, as librdkafka
+        rows = [[t, p, offset, epoch if epoch >= 0 else None, metadata]
+                for t, p, offset, epoch, metadata in self._consumer._positions.uncommitted() if (t, p) in keys]
+        if not rows:
+            return
+        self._commit_tags += 1
+        payload = {"offsets": rows, "stored": [], "tag": self._commit_tags}
+        if wait <= 0:
+            self._send(Op(CGRP_COMMIT, payload))
+            return
+        try:
+            body = self._request(Op(CGRP_COMMIT, {"offsets": rows, "stored": []}), wait)
+        except KafkaException as exc:
+            log.warning("auto-commit of the assignment failed: %s", exc.args[0])
+            if self._on_commit is not None:
+                self._on_commit(exc.args[0], [TopicPartition(r[0], r[1], r[2]) for r in rows])
+            return
+        committed = partitions_from_wire(body.get("partitions") or [])
+        self._note_committed(committed)
+        if self._on_commit is not None:
+            self._on_commit(_error_from_tuple(body.get("error")), committed)
+
     def _note_committed(self, partitions: list[TopicPartition]) -> None:
         """Offsets the group now holds for this member's partitions (statistics: committed_offset, lag)."""
         positions = self._consumer._positions
@@ -343,6 +374,9 @@ class GroupClient:
             while (op := self._queue.poll(0)) is not None:
                 self.handle_op(op)
         now = time.monotonic()
+        if now >= self._next_manual_commit:
+            self._next_manual_commit = now + self.settings.auto_commit_interval_ms / 1000
+            self.auto_commit_assigned()
         if now - self._last_report >= _POLL_REPORT_S:
             self._last_report = now
             self._send_resume()
@@ -544,6 +578,7 @@ class GroupClient:
                 else:
                     forwarded.enqueue(op)
         deadline = time.monotonic() + timeout
+        self.auto_commit_assigned(wait=timeout)
         try:
             self._rt.request_async(self._name, Op(CGRP_CLOSE, {"stored": self._stored_rows()}), self._queue,
                                    timeout)

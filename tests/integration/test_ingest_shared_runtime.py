@@ -13,9 +13,9 @@ import signal
 import psutil
 import pytest
 from integration_helpers import make_topic
+from shared_runtime_helpers import start_runtime, stop_runtime
 from support.waiting import wait_until
 from test_ingest_files import Daemon, committed, read_topic
-from test_shared_runtime import _start_runtime, _stop
 
 pytest.importorskip("confluent_kafka")
 
@@ -45,7 +45,7 @@ def test_the_daemon_attaches_to_a_shared_runtime(tansu, unique_topic, tmp_path):
     try:
         wait_until(lambda: any(e.get("event") == "producer_attach_error" for e in daemon.events()), 60,
                    "the worker tried to attach before the runtime ran")
-        runtime = _start_runtime(str(tmp_path / "rt"), hosts=1)
+        runtime = start_runtime(str(tmp_path / "rt"), hosts=1)
         assert _hosts_under(runtime.pid), "the runtime runs the actor hosts"
         wait_until(lambda: all(committed(tmp_path / "state", p) == p.stat().st_size for p in logs), 90,
                    "every line checkpointed once the runtime is up")
@@ -58,4 +58,4 @@ def test_the_daemon_attaches_to_a_shared_runtime(tansu, unique_topic, tmp_path):
     finally:
         daemon.stop()
         if runtime is not None:
-            _stop(runtime)
+            stop_runtime(runtime)

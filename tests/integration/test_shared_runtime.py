@@ -4,7 +4,6 @@ delivery reports, survive another client's crash, and get an error (never a hang
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -13,40 +12,17 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from shared_runtime_helpers import ROOT, start_runtime, stop_runtime
 
 from kqactors import KafkaError, KafkaException, Producer
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _start_runtime(directory: str, hosts: int = 1) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", directory,
-                             "--hosts", str(hosts)], env=env)
-    deadline = time.monotonic() + 30
-    while not os.path.exists(os.path.join(directory, "runtime.json")):
-        assert proc.poll() is None, "the runtime exited at start"
-        assert time.monotonic() < deadline, "the runtime did not start"
-        time.sleep(0.05)
-    return proc
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
 def runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen]]:
     directory = str(tmp_path_factory.mktemp("srt") / "rt")
-    proc = _start_runtime(directory)
+    proc = start_runtime(directory)
     yield directory, proc
-    _stop(proc)
+    stop_runtime(proc)
 
 
 def _produce(producer: Producer, topic: str, count: int, tag: bytes) -> list:
@@ -104,7 +80,7 @@ def test_a_crashed_client_costs_the_others_nothing(mock_cluster, unique_topic, r
 
 def test_runtime_stop_gives_an_error_not_a_hang(mock_cluster, unique_topic, tmp_path) -> None:
     directory = str(tmp_path / "rt")
-    server = _start_runtime(directory)
+    server = start_runtime(directory)
     conf = {"bootstrap.servers": mock_cluster.bootstrap, "kqactors.runtime.dir": directory}
     errors: list = []
     try:
@@ -112,7 +88,7 @@ def test_runtime_stop_gives_an_error_not_a_hang(mock_cluster, unique_topic, tmp_
         other = Producer(conf)  # a second member of the same group
         assert len(_produce(p, unique_topic, 10, b"d")) == 10
         assert len(_produce(other, unique_topic, 10, b"o")) == 10
-        _stop(server)
+        stop_runtime(server)
         started = time.monotonic()
         while not errors and time.monotonic() - started < 10:
             p.poll(0.1)
@@ -127,9 +103,9 @@ def test_runtime_stop_gives_an_error_not_a_hang(mock_cluster, unique_topic, tmp_
         assert outcome and time.monotonic() - started < 15
         with pytest.raises(KafkaException):
             Producer(conf)  # no runtime: an error at once
-        server = _start_runtime(directory)  # the runtime is back: a new client works
+        server = start_runtime(directory)  # the runtime is back: a new client works
         q = Producer(conf)
         assert all(err is None for err, _ in _produce(q, unique_topic, 10, b"e"))
         q.close()
     finally:
-        _stop(server)
+        stop_runtime(server)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kqactors.cli import perf_consume
+from kqactors.cli.arguments import non_negative_float, non_negative_int, positive_float, positive_int
 from kqactors.cli.perf_payload import create_topic, make_payloads
 from kqactors.cli.perf_produce import ProduceRun, run_produce
 from kqactors.cli.progress import produce_progress
@@ -45,22 +46,22 @@ def add_parser(subparsers: Any) -> None:
     produce.add_argument("--bootstrap", "-b", default=None,
                          help="bootstrap.servers (default: start an embedded Tansu broker)")
     produce.add_argument("--topic", "-t", default=None, help="topic (default: a fresh kqactors-perf-* name)")
-    produce.add_argument("--partitions", "-p", type=_positive_int, default=3,
+    produce.add_argument("--partitions", "-p", type=positive_int, default=3,
                          help="partitions when the topic is created (default 3; ignored if it exists)")
-    produce.add_argument("--size", "-s", type=_non_negative_int, default=100, help="message bytes (default 100)")
-    produce.add_argument("--count", "-c", type=_non_negative_int, default=100_000,
+    produce.add_argument("--size", "-s", type=non_negative_int, default=100, help="message bytes (default 100)")
+    produce.add_argument("--count", "-c", type=non_negative_int, default=100_000,
                          help="messages to produce (default 100000)")
-    produce.add_argument("--rate", "-r", type=_non_negative_float, default=0.0,
+    produce.add_argument("--rate", "-r", type=non_negative_float, default=0.0,
                          help="messages per second limit (default 0 = unlimited)")
     produce.add_argument("--compression", "-z", choices=COMPRESSION_CHOICES, default=None,
                          help="compression.type (default: the client's default)")
     produce.add_argument("--acks", "-a", choices=("0", "1", "all", "-1"), default=None,
                          help="acks (default: the client's default)")
-    produce.add_argument("--linger-ms", type=_non_negative_float, default=None,
+    produce.add_argument("--linger-ms", type=non_negative_float, default=None,
                          help="linger.ms (default: the client's default)")
     produce.add_argument("-X", dest="properties", action="append", default=[], metavar="KEY=VALUE",
                          help="any configuration property; repeatable; applied last (wins over the flags)")
-    produce.add_argument("--flush-timeout", type=_positive_float, default=60.0,
+    produce.add_argument("--flush-timeout", type=positive_float, default=60.0,
                          help="seconds to wait for outstanding delivery reports at the end (default 60)")
     produce.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     produce.add_argument("--quiet", "-q", action="store_true", help="no progress line or notices on stderr")
@@ -226,29 +227,5 @@ def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:  # also rejects NaN
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kqactors.cli.arguments import non_negative_int, positive_float, positive_int
 from kqactors.cli.perf_payload import make_payloads
 from kqactors.cli.progress import Progress, make_progress
 from kqactors.errors import KafkaError, KafkaException
@@ -44,16 +45,16 @@ def add_parser(perf_commands: Any) -> None:
     p.add_argument("--bootstrap", "-b", default=None,
                    help="bootstrap.servers (default: an embedded Tansu broker, seeded first)")
     p.add_argument("--topic", "-t", default=None, help="topic (default: a fresh kqactors-perf-* name)")
-    p.add_argument("--partitions", "-p", type=_positive_int, default=3,
+    p.add_argument("--partitions", "-p", type=positive_int, default=3,
                    help="partitions when the topic is created for seeding (default 3)")
-    p.add_argument("--count", "-c", type=_positive_int, default=100_000,
+    p.add_argument("--count", "-c", type=positive_int, default=100_000,
                    help="messages to read (and to seed) (default 100000)")
-    p.add_argument("--size", "-s", type=_non_negative_int, default=100, help="seeded message bytes (default 100)")
+    p.add_argument("--size", "-s", type=non_negative_int, default=100, help="seeded message bytes (default 100)")
     p.add_argument("--seed", action="store_true",
                    help="with --bootstrap: produce --count messages to the topic first")
     p.add_argument("--group", "-g", default=None,
                    help="consume as a member of this group (subscribe) instead of assigning every partition")
-    p.add_argument("--idle-timeout", type=_positive_float, default=10.0,
+    p.add_argument("--idle-timeout", type=positive_float, default=10.0,
                    help="give up after this many seconds without a message (default 10)")
     p.add_argument("-X", dest="properties", action="append", default=[], metavar="KEY=VALUE",
                    help="any consumer configuration property; repeatable; applied last")
@@ -289,22 +290,4 @@ def _note(args: argparse.Namespace, text: str) -> None:
         print(f"kqactors perf: {text}", file=sys.stderr)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kqactors.actors.main import BROKER_FACTORY, MainActor, _unpack_response
+from kqactors.actors.main import BROKER_FACTORY, MainActor
 from kqactors.errors import KafkaError
 from kqactors.ops import admin as aops
 from kqactors.ops import client as ops
@@ -273,7 +273,7 @@ class AdminMainActor(MainActor):
     def _on_reply(self, call: _Call, node: int, reply: Op) -> None:
         if call.finished or call.job.done:
             return
-        error, reason, result = _unpack_response(reply)
+        error, reason, result = ops.unpack_response(reply)
         broker_id = int((reply.payload or {}).get("broker_id", node)) if reply.error is None else node
         target = call.target[0]
         if error in _TRANSIENT and error != KafkaError._TIMED_OUT:
@@ -333,7 +333,7 @@ class AdminMainActor(MainActor):
 
         if topics:
             def on_topics(reply: Op, requested: list[str] | None) -> None:
-                error, _reason, result = _unpack_response(reply)
+                error, _reason, result = ops.unpack_response(reply)
                 if error:
                     self._retry(call, again)
                     return
@@ -350,7 +350,7 @@ class AdminMainActor(MainActor):
 
         def on_reply(reply: Op, requested: list[str] | None) -> None:
             self.metadata_in_flight = False
-            error, _reason, result = _unpack_response(reply)
+            error, _reason, result = ops.unpack_response(reply)
             waiting, self.waiting_metadata = self.waiting_metadata, []
             if not error:
                 self._apply_metadata(result, requested, time.monotonic())

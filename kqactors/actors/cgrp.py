@@ -46,6 +46,7 @@ from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_INVALID, TopicPartition
 from kqactors.ops import client as ops
 from kqactors.ops import security as sops
+from kqactors.ops.client import runtime_failure_code
 from kqactors.ops.group import (
     CGRP_CLOSE,
     CGRP_COMMIT,
@@ -72,7 +73,6 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.05
 _TICK = "CGRP_TICK"
-_RUNTIME_TIMEOUT_CODES = {"TIMED_OUT"}
 _ANY_BROKER_APIS = frozenset({"FindCoordinator"})  # every other group API goes to the coordinator
 
 
@@ -92,7 +92,7 @@ def _now_ms() -> float:
 def reply_from_response(api: str, reply: Op) -> Any:
     """A broker's RESPONSE (or a runtime error reply) → the decoded group response, or a KafkaError."""
     if reply.error is not None:
-        code = KafkaError._TIMED_OUT if reply.error.code in _RUNTIME_TIMEOUT_CODES else KafkaError._TRANSPORT
+        code = runtime_failure_code(reply.error.code)
         return KafkaError(code, f"{api}: {reply.error.code}: {reply.error.message}")
     payload = reply.payload or {}
     code = int(payload.get("error_code", 0))

@@ -308,7 +308,7 @@ class MainActor(TxnWiring, Actor):
 
     def _on_refresh_reply(self, reply: Op, requested: list[str] | None) -> None:
         now = time.monotonic()
-        error, reason, result = _unpack_response(reply)
+        error, reason, result = ops.unpack_response(reply)
         if error:
             log.debug("metadata refresh failed: %s (%s)", reason, error)
             self.scheduler.on_response([], now, failed=True)
@@ -407,7 +407,7 @@ class MainActor(TxnWiring, Actor):
         allow = self.allow_auto_create if wanted is None else bool(wanted) and self.allow_auto_create
 
         def on_reply(reply: Op, requested: list[str] | None) -> None:
-            error, reason, result = _unpack_response(reply)
+            error, reason, result = ops.unpack_response(reply)
             now = time.monotonic()
             if error and now < deadline and error in _RETRY_ELSEWHERE:
                 remaining = int((deadline - now) * 1000)
@@ -479,7 +479,7 @@ class MainActor(TxnWiring, Actor):
 
     def _on_init_pid_reply(self, reply: Op) -> None:
         self.pid_in_flight = False
-        error, reason, result = _unpack_response(reply)
+        error, reason, result = ops.unpack_response(reply)
         if not error and result:
             error = result.get("error_code", 0)
         if error:
@@ -585,11 +585,3 @@ def _log_name(handle: BrokerHandle) -> str:
     """librdkafka's name of a broker: "host:port/<node id>", "host:port/bootstrap"."""
     return f"{handle.host}:{handle.port}/{'bootstrap' if handle.bootstrap else handle.node_id}"
 
-
-def _unpack_response(reply: Op) -> tuple[int, str, Any]:
-    """(error_code, reason, result) from a broker's RESPONSE reply or a runtime error reply."""
-    if reply.error is not None:
-        return KafkaError._TIMED_OUT if reply.error.code == "TIMED_OUT" else KafkaError._TRANSPORT, \
-            f"{reply.error.code}: {reply.error.message}", None
-    payload = reply.payload or {}
-    return int(payload.get("error_code", 0)), payload.get("reason", ""), payload.get("result")

@@ -49,15 +49,6 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def _unpack(reply: Op) -> tuple[int, str, Any]:
-    """(error_code, reason, result) of a broker's RESPONSE reply or a runtime error reply (as main reads them)."""
-    if reply.error is not None:
-        code = KafkaError._TIMED_OUT if reply.error.code == "TIMED_OUT" else KafkaError._TRANSPORT
-        return code, f"{reply.error.code}: {reply.error.message}", None
-    payload = reply.payload or {}
-    return int(payload.get("error_code", 0)), payload.get("reason", ""), payload.get("result")
-
-
 class TxnWiring:
     """The transactional part of the main actor. Uses main's ``ctx``, ``config``, ``app``, ``brokers``,
     ``toppars``, ``scheduler``, ``_pick_broker`` and ``_set_pid``."""
@@ -249,7 +240,7 @@ class TxnWiring:
     def _txn_on_reply(self, request_id: int, reply: Op) -> None:
         if self.txn is None:
             return
-        code, reason, result = _unpack(reply)
+        code, reason, result = ops.unpack_response(reply)
         now = _now_ms()
         self._txn_run(self.txn.on_response(request_id, code, result, now, reason), now)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kqactors.errors import KafkaError
+
 # app ↔ main: cluster metadata (a request; the reply is a wire snapshot) and one topic's partition count
 METADATA = "METADATA"
 TOPIC_PARTITIONS = "TOPIC_PARTITIONS"
@@ -67,3 +69,19 @@ def log_payload(level: int, fac: str, message: str) -> dict[str, Any]:
 def throttle_payload(broker_name: str, broker_id: int, throttle_time_ms: int) -> dict[str, Any]:
     """THROTTLE payload: ``broker_name`` is the broker's "host:port" (librdkafka's nodename)."""
     return {"broker_name": broker_name, "broker_id": broker_id, "throttle_time_ms": throttle_time_ms}
+
+
+# ---- a request's reply as the Kafka layer reads it ------------------------------------------------------------
+
+def runtime_failure_code(runtime_code: str, otherwise: int = KafkaError._TRANSPORT) -> int:
+    """The librdkafka code for a request the runtime failed (``OpError.code``, kqactors.runtime.ErrorCode): no
+    reply in time is _TIMED_OUT; anything else (the actor or its host is gone) is ``otherwise``."""
+    return KafkaError._TIMED_OUT if runtime_code == "TIMED_OUT" else otherwise
+
+
+def unpack_response(reply: Any) -> tuple[int, str, Any]:
+    """(error_code, reason, result) of a broker actor's RESPONSE reply, or of the runtime's error reply to it."""
+    if reply.error is not None:
+        return runtime_failure_code(reply.error.code), f"{reply.error.code}: {reply.error.message}", None
+    payload = reply.payload or {}
+    return int(payload.get("error_code", 0)), payload.get("reason", ""), payload.get("result")

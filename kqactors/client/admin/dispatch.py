@@ -19,6 +19,7 @@ from typing import Any
 
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import admin as aops
+from kqactors.ops.client import runtime_failure_code
 from kqactors.runtime.op import ActorError, Op
 from kqactors.runtime.runtime import Runtime
 
@@ -114,7 +115,7 @@ class Dispatcher:
                 continue
             count, complete, futures = entry
             if reply.error is not None:
-                code = KafkaError._TIMED_OUT if reply.error.code == "TIMED_OUT" else KafkaError._TRANSPORT
+                code = runtime_failure_code(reply.error.code)
                 outcomes = _error_outcomes(count, code, f"admin request failed: {reply.error.message}")
             else:
                 outcomes = list((reply.payload or {}).get("results") or ())

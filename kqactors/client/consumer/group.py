@@ -25,6 +25,7 @@ from typing import Any
 from kqactors.core.group.settings import GroupSettings
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.message import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
+from kqactors.ops.client import runtime_failure_code
 from kqactors.ops.group import (
     APP_OP_TYPES,
     ASSIGN,
@@ -157,7 +158,7 @@ class GroupClient:
         try:
             reply = self._rt.request(self._name, op, timeout=timeout)
         except ActorError as exc:
-            code = KafkaError._TIMED_OUT if exc.code == "TIMED_OUT" else KafkaError._DESTROY
+            code = runtime_failure_code(exc.code, KafkaError._DESTROY)
             raise KafkaException(KafkaError(code, f"consumer group: {exc}")) from None
         body = reply.payload or {}
         error = _error_from_tuple(body.get("error"))

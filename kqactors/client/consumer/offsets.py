@@ -16,6 +16,7 @@ from typing import Any
 from kqactors.client.handle import ClientHandle, ClusterMetadata
 from kqactors.errors import KafkaError, KafkaException
 from kqactors.ops import client as ops
+from kqactors.ops.client import runtime_failure_code
 from kqactors.runtime.op import ActorError, Op
 
 __all__ = ["OffsetLookup", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP"]
@@ -146,7 +147,7 @@ class OffsetLookup:
     @staticmethod
     def _answers(rows: list[tuple[str, int, int]], reply: Op) -> dict[tuple[str, int, int], tuple[int, int]]:
         if reply.error is not None:
-            code = KafkaError._TIMED_OUT if reply.error.code == "TIMED_OUT" else KafkaError._TRANSPORT
+            code = runtime_failure_code(reply.error.code)
             return {row: (code, -1) for row in rows}
         payload = reply.payload or {}
         code = int(payload.get("error_code", 0))

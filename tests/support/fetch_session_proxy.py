@@ -16,9 +16,6 @@ takes a coordinator's address for its broker too). Counters and fault switches
 from __future__ import annotations
 
 import itertools
-import socket
-import struct
-import threading
 from dataclasses import dataclass, field
 
 from kqactors.errors import KafkaError
@@ -26,25 +23,11 @@ from kqactors.protocol.api import decode_request_header, decode_response_header
 from kqactors.protocol.generated.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from kqactors.protocol.generated.find_coordinator import FindCoordinatorResponse
 from kqactors.protocol.generated.metadata import MetadataResponse
+from support.frame_proxy import FrameProxy
 
-_SIZE = struct.Struct(">i")
 FETCH, METADATA, FIND_COORDINATOR = 1, 3, 10
 Key = tuple[str, int]
 
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _read_frame(sock: socket.socket) -> bytes | None:
-    head = _read_exactly(sock, 4)
-    return None if head is None else _read_exactly(sock, _SIZE.unpack(head)[0])
 
 
 @dataclass
@@ -65,12 +48,13 @@ class _Pending:
     error: int = 0
 
 
-class FetchSessionProxy:
+class FetchSessionProxy(FrameProxy):
     """``FetchSessionProxy(upstream_bootstrap).start()``; ``bootstrap`` is the address clients use."""
 
+    name = "fetch-session-proxy"
+
     def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.split(",")[0].rpartition(":")
-        self.upstream = (host, int(port))
+        super().__init__(upstream)
         self.sessions: dict[int, _Session] = {}
         self._ids = itertools.count(1000)
         # counters
@@ -85,39 +69,6 @@ class FetchSessionProxy:
         self.skew_epochs = False  # INVALID_FETCH_SESSION_EPOCH
         #: False: answer session id 0 to a request for a new session, as Tansu does (every request stays full)
         self.grant_sessions = True
-        self._lock = threading.Lock()
-        self._server = socket.socket()
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(16)
-        self.port = self._server.getsockname()[1]
-        self._closed = threading.Event()
-        self._sockets: list[socket.socket] = []
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> FetchSessionProxy:
-        threading.Thread(target=self._accept, name="fetch-session-proxy", daemon=True).start()
-        return self
-
-    def close(self) -> None:
-        self._closed.set()
-        self._server.close()
-        with self._lock:
-            for sock in self._sockets:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-
-    def __enter__(self) -> FetchSessionProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- the session logic -------------------------------------------------------------------------------
     def _forward_fetch(self, request: FetchRequest, body_size: int) -> tuple[FetchRequest, _Pending]:
@@ -193,60 +144,30 @@ class FetchSessionProxy:
             response.responses = [t for t in response.responses if t.partitions]
         return response
 
-    # ---- plumbing ----------------------------------------------------------------------------------------
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            with self._lock:
-                self._sockets += [client, upstream]
-            pending: dict[int, tuple[int, int, _Pending | None]] = {}
-            threading.Thread(target=self._requests, args=(client, upstream, pending), daemon=True).start()
-            threading.Thread(target=self._responses, args=(upstream, client, pending), daemon=True).start()
+    # ---- frames ------------------------------------------------------------------------------------------
+    def on_request(self, frame: bytes) -> tuple[bytes, int, tuple[int, int, _Pending | None]]:
+        api_key, version, corr_id, _client_id, offset = decode_request_header(frame)
+        how = None
+        if api_key == FETCH and version >= 7:
+            request = FetchRequest.decode(frame[offset:], version)
+            forwarded, how = self._forward_fetch(request, len(frame) - offset)
+            frame = frame[:offset] + forwarded.encode(version)
+        return frame, corr_id, (api_key, version, how)
 
-    def _requests(self, client: socket.socket, upstream: socket.socket,
-                  pending: dict[int, tuple[int, int, _Pending | None]]) -> None:
-        try:
-            while (frame := _read_frame(client)) is not None:
-                api_key, version, corr_id, _client_id, offset = decode_request_header(frame)
-                how = None
-                if api_key == FETCH and version >= 7:
-                    request = FetchRequest.decode(frame[offset:], version)
-                    forwarded, how = self._forward_fetch(request, len(frame) - offset)
-                    frame = frame[:offset] + forwarded.encode(version)
-                pending[corr_id] = (api_key, version, how)
-                upstream.sendall(_SIZE.pack(len(frame)) + frame)
-        except OSError:
-            pass
-        finally:
-            upstream.close()
-
-    def _responses(self, upstream: socket.socket, client: socket.socket,
-                   pending: dict[int, tuple[int, int, _Pending | None]]) -> None:
-        try:
-            while (frame := _read_frame(upstream)) is not None:
-                (corr_id,) = _SIZE.unpack_from(frame, 0)
-                api_key, version, how = pending.pop(corr_id, (-1, 0, None))
-                if api_key in (METADATA, FIND_COORDINATOR) or (api_key == FETCH and how is not None):
-                    _, offset = decode_response_header(memoryview(frame), api_key, version)
-                    header, body = frame[:offset], frame[offset:]
-                    if api_key == METADATA:
-                        response = MetadataResponse.decode(body, version)
-                        for broker in response.brokers:
-                            broker.host, broker.port = "127.0.0.1", self.port
-                    elif api_key == FIND_COORDINATOR:
-                        response = FindCoordinatorResponse.decode(body, version)
-                        for coordinator in [response, *response.coordinators]:
-                            if coordinator.port:
-                                coordinator.host, coordinator.port = "127.0.0.1", self.port
-                    else:
-                        response = self._answer(FetchResponse.decode(body, version), how)
-                    frame = header + response.encode(version)
-                client.sendall(_SIZE.pack(len(frame)) + frame)
-        except OSError:
-            pass
-        finally:
-            client.close()
+    def on_response(self, frame: bytes, context: tuple[int, int, _Pending | None] | None) -> bytes:
+        api_key, version, how = context or (-1, 0, None)
+        if not (api_key in (METADATA, FIND_COORDINATOR) or (api_key == FETCH and how is not None)):
+            return frame
+        _, offset = decode_response_header(memoryview(frame), api_key, version)
+        header, body = frame[:offset], frame[offset:]
+        if api_key == METADATA:
+            response = MetadataResponse.decode(body, version)
+            self.point_brokers_here(response)
+        elif api_key == FIND_COORDINATOR:
+            response = FindCoordinatorResponse.decode(body, version)
+            for coordinator in [response, *response.coordinators]:
+                if coordinator.port:
+                    coordinator.host, coordinator.port = "127.0.0.1", self.port
+        else:
+            response = self._answer(FetchResponse.decode(body, version), how)
+        return header + response.encode(version)

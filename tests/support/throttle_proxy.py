@@ -10,14 +10,13 @@ by correlation id, say how each response is read.
 
 from __future__ import annotations
 
-import socket
 import struct
-import threading
 from collections.abc import Iterable
 
 from kqactors.protocol.api import decode_response_header
 from kqactors.protocol.generated.metadata import MetadataResponse
 from kqactors.protocol.generated.produce import ProduceResponse
+from support.frame_proxy import FrameProxy
 
 _SIZE = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">hhi")
@@ -26,104 +25,23 @@ PRODUCE, FETCH, METADATA = 0, 1, 3
 _FIRST_FIELD_FROM = {FETCH: 1, METADATA: 3, 2: 2, 8: 3, 9: 3, 10: 1, 12: 1, 22: 0}
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _read_frame(sock: socket.socket) -> bytes | None:
-    head = _read_exactly(sock, 4)
-    if head is None:
-        return None
-    return _read_exactly(sock, _SIZE.unpack(head)[0])
-
-
-class ThrottlingProxy:
+class ThrottlingProxy(FrameProxy):
     """``ThrottlingProxy(upstream_bootstrap, apis).start()``; ``bootstrap`` is the address clients use."""
 
+    name = "throttle-proxy"
+
     def __init__(self, upstream: str, apis: Iterable[int] = (PRODUCE, FETCH), throttle_ms: int = 0) -> None:
-        host, _, port = upstream.split(",")[0].rpartition(":")
-        self.upstream = (host, int(port))
+        super().__init__(upstream)
         self.apis = set(apis)
         self.throttle_ms = throttle_ms
         self.throttled = 0  # responses rewritten with a non-zero throttle time
-        self._server = socket.socket()
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(16)
-        self.port = self._server.getsockname()[1]
-        self._closed = threading.Event()
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def on_request(self, frame: bytes) -> tuple[bytes, int, tuple[int, int]]:
+        api_key, version, corr_id = _REQUEST_HEADER.unpack_from(frame, 0)
+        return frame, corr_id, (api_key, version)
 
-    def start(self) -> ThrottlingProxy:
-        threading.Thread(target=self._accept, name="throttle-proxy", daemon=True).start()
-        return self
-
-    def close(self) -> None:
-        self._closed.set()
-        self._server.close()
-        with self._lock:
-            for sock in self._sockets:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-
-    def __enter__(self) -> ThrottlingProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # ---- plumbing ----------------------------------------------------------------------------------------
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            with self._lock:
-                self._sockets += [client, upstream]
-            pending: dict[int, tuple[int, int]] = {}
-            threading.Thread(target=self._requests, args=(client, upstream, pending), daemon=True).start()
-            threading.Thread(target=self._responses, args=(upstream, client, pending), daemon=True).start()
-
-    def _requests(self, client: socket.socket, upstream: socket.socket, pending: dict[int, tuple[int, int]]) -> None:
-        try:
-            while (frame := _read_frame(client)) is not None:
-                api_key, version, corr_id = _REQUEST_HEADER.unpack_from(frame, 0)
-                pending[corr_id] = (api_key, version)
-                upstream.sendall(_SIZE.pack(len(frame)) + frame)
-        except OSError:
-            pass
-        finally:
-            upstream.close()
-
-    def _responses(self, upstream: socket.socket, client: socket.socket,
-                   pending: dict[int, tuple[int, int]]) -> None:
-        try:
-            while (frame := _read_frame(upstream)) is not None:
-                (corr_id,) = _SIZE.unpack_from(frame, 0)
-                api_key, version = pending.pop(corr_id, (-1, 0))
-                if api_key >= 0:
-                    frame = self._rewrite(frame, api_key, version)
-                client.sendall(_SIZE.pack(len(frame)) + frame)
-        except OSError:
-            pass
-        finally:
-            client.close()
+    def on_response(self, frame: bytes, context: tuple[int, int] | None) -> bytes:
+        return frame if context is None else self._rewrite(frame, *context)
 
     def _rewrite(self, frame: bytes, api_key: int, version: int) -> bytes:
         if api_key not in self.apis and api_key != METADATA:
@@ -132,8 +50,7 @@ class ThrottlingProxy:
         header, body = frame[:offset], frame[offset:]
         if api_key == METADATA:
             response = MetadataResponse.decode(body, version)
-            for broker in response.brokers:
-                broker.host, broker.port = "127.0.0.1", self.port
+            self.point_brokers_here(response)
             if api_key in self.apis and version >= 3:
                 response.throttle_time_ms = self.throttle_ms
                 self._count()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from integration_helpers import confluent_kafka as ck
 from integration_helpers import make_topic
+from support.kafka_io import read_back
 
 from kqactors import Producer
 from kqactors.errors import KafkaError, KafkaException
@@ -127,20 +128,9 @@ def _explicit_partitions(cases: list[tuple[tuple, dict]]) -> dict[bytes | None, 
     return out
 
 
-def _read_back(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Any]:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                            "enable.auto.commit": False})
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    got = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message)
-    finally:
-        consumer.close()
-    return got
+
+def _read_back(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list:
+    return read_back(bootstrap, topic, PARTITIONS, count, timeout)
 
 
 @pytest.mark.parametrize("partitioner", ["consistent_random", "murmur2"])

@@ -10,11 +10,9 @@ there, and produce() of that value gives the outcome.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from integration_helpers import confluent_kafka as ck
 from integration_helpers import make_topic
+from support.kafka_io import read_back
 
 from kqactors import Producer
 from kqactors.errors import KafkaError, KafkaException
@@ -28,19 +26,9 @@ FAST = {"kqactors.hosts": 1, "linger.ms": 2}
 HEADERS = [("source", b"file-a"), ("empty", None)]
 
 
+
 def _read_back(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    got: list = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message)
-    finally:
-        consumer.close()
-    return got
+    return read_back(bootstrap, topic, PARTITIONS, count, timeout)
 
 
 @pytest.mark.parametrize("which", ["c", "py"])

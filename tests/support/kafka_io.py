@@ -41,3 +41,18 @@ def drain(consumer: Any, want: int, timeout: float = 30.0, *, errors: list | Non
         if during is not None:
             during(out)
     return out
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 30.0) -> list:
+    """Up to ``count`` messages of ``topic`` read from the beginning of each partition with confluent-kafka (the
+    reference client checks what kqactors wrote); the caller asserts on the count."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                                         "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])
+    try:
+        return drain(consumer, count, timeout)
+    finally:
+        consumer.close()

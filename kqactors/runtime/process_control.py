@@ -180,8 +180,9 @@ class ZmqControl:
             return True
         if self._io_lock.acquire(blocking=False):
             try:
-                self.ready.update(op.payload.get("host") for batch in self.inbox.recv_batches() for op in batch
-                                  if op.type == READY)
+                if not self._stopping:  # closed (or closing) sockets: what was read before is all there is
+                    self.ready.update(op.payload.get("host") for batch in self.inbox.recv_batches()
+                                      for op in batch if op.type == READY)
             finally:
                 self._io_lock.release()
         return key in self.ready

@@ -40,3 +40,14 @@ def _echo(rt: Runtime, name: str) -> dict | None:
         return rt.request(name, Op("ECHO", {"x": 3}), timeout=2).payload
     except Exception:  # noqa: BLE001 - restarting: try again
         return None
+
+
+def test_host_ready_after_close_answers_from_what_it_knew() -> None:
+    """A producer's flusher may ask while the app is exiting: a closed runtime's sockets are not read again."""
+    rt = Runtime(hosts=1, transport="zmq", wait_ready=False)
+    (key,) = rt.add_hosts(1)
+    wait_until(lambda: rt.host_ready(key), 30, "the added host to report READY")
+    (late,) = rt.add_hosts(1)
+    rt.close()
+    assert rt.host_ready(key) is True
+    assert rt.host_ready(late) in (True, False)  # no ZMQError from the closed inbox

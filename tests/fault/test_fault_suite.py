@@ -83,7 +83,12 @@ def consumer_on(cluster, topic: str, scenario: str, config: dict, fault_text: st
     return row
 
 
-@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
+@pytest.mark.parametrize("idempotent", [
+    pytest.param(True, id="idempotent", marks=pytest.mark.xfail(strict=False, reason=(
+        "a known, intermittent bug: once in a clean-clone CI run (2026-11-27, f491a8c; 13 other runs passed) every "
+        "message of p0 (667) was reported failed and none delivered (stall inf) while its leader, also the "
+        "bootstrap broker, was down 1.5 s; the error code was not recorded. See the session-10 note on issue 21"))),
+    pytest.param(False, id="plain")])
 def test_broker_down_up(mock, unique_topic, idempotent):
     def fault():
         mock.broker_set_down(1)

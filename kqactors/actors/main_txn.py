@@ -141,8 +141,12 @@ class TxnWiring:
         """main's PID_BUMP handler hands a transactional producer's bump requests here."""
         assert self.txn is not None
         now = _now_ms()
-        self._txn_run(self.txn.on_bump_request(int(payload.get("producer_id", -1)), int(payload.get("epoch", -1)),
-                                               str(payload.get("reason", "")), now), now)
+        txn = self.txn
+        if payload.get("current"):  # the app lost toppars (their host died): whatever epoch is in force now
+            producer_id, epoch = txn.producer_id, txn.epoch
+        else:
+            producer_id, epoch = int(payload.get("producer_id", -1)), int(payload.get("epoch", -1))
+        self._txn_run(txn.on_bump_request(producer_id, epoch, str(payload.get("reason", "")), now), now)
 
     def _txn_on_fatal(self, code: int, reason: str) -> None:
         """A fatal error raised by a toppar (idempotence) fails the transaction manager too."""

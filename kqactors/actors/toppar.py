@@ -143,8 +143,10 @@ class TopparActor(Actor):
     @on(pops.RESTARTED)
     def _on_restarted(self, op: Op) -> None:
         """This actor replaces one whose host died. The broker may hold sequences of batches the old one
-        sent, so an idempotent toppar moves to a new epoch (sequences restart at 0) before sending."""
-        if self.settings.idempotence:
+        sent, so an idempotent toppar moves to a new epoch (sequences restart at 0) before sending. A
+        transactional one does not ask: the app told main of the loss when the host died (the transaction fails
+        and its abort bumps), and a toppar back only after that abort already has the new epoch."""
+        if self.settings.idempotence and not self.txn:
             self.restart_bump = True
             self._pump()
 

@@ -169,6 +169,38 @@ def test_host_crash_mid_transaction_fails_it_abortably(mock_cluster, unique_topi
     assert len(kept) == 300 and all(err is None for err in kept)
 
 
+def test_toppar_host_crash_between_transactions_does_not_fail_the_next(mock_cluster, unique_topic):
+    """A toppar host that dies between two transactions loses only sequences of an ended transaction: the epoch is
+    bumped before the next one, which commits. (The restarted toppar used to ask for that bump itself, when it
+    first ran inside the next transaction, and so failed it.)"""
+    create_topic(mock_cluster, unique_topic)
+    reports: list[tuple[bytes, object]] = []
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "transactional.id": f"tx-{unique_topic}",
+                         "kqactors.hosts": 2, "linger.ms": 5,
+                         "on_delivery": lambda err, msg: reports.append((msg.value(), err))})
+    rt = producer._rt
+    try:
+        producer.init_transactions(30)
+        for round_ in range(2):
+            producer.begin_transaction()
+            for i in range(300):
+                producer.produce(unique_topic, b"r%d-%d" % (round_, i), partition=i % PARTITIONS)
+            producer.commit_transaction(30)
+            if round_ == 0:
+                host = wait_until(lambda: rt.host_of(f"toppar/{unique_topic}/0"), 10, "toppar/0 to run")
+                pid = rt.host_pid(host)
+                os.kill(pid, signal.SIGKILL)
+                wait_until(lambda: rt.host_pid(host) not in (None, pid) and rt.host_ready(host), 20,
+                           "the toppar host to restart")
+    finally:
+        producer.close(timeout=5)
+    got = outcomes(mock_cluster.bootstrap, unique_topic)
+    expected = sorted(b"r%d-%d" % (r, i) for r in range(2) for i in range(300))
+    assert sorted(got["commit"]) == expected and not got["abort"] and not got["open"], got
+    assert len(reports) == 600 and all(err is None for _value, err in reports), \
+        [err for _value, err in reports if err is not None][:3]
+
+
 # ---- SIGSTOP: a host that stops answering for 10 s -----------------------------------------------------------
 
 STOP_S = 10.0

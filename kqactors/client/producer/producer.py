@@ -955,11 +955,21 @@ class Producer(_ProducerBase):
         if self._txn is None:
             return
         self._txn.note_failed(1)
+        lost = False
         for buf in list(self._buffers.partitions.values()):
             if buf.spawned and buf.host == host:
                 self._txn_lost_upto[buf.name] = buf.handed_upto
+                lost = True
         if "main" in names:
             self._txn.on_main_lost()
+        elif lost:
+            # The broker holds sequences of the current epoch that the restarted toppars no longer know: tell main
+            # now, so the transaction fails with a bump (or, between transactions, bumps at once). The restarted
+            # toppars do not ask themselves: one back only after the abort would fail the next transaction.
+            try:
+                self._rt.send("main", Op(pops.PID_BUMP, {"reason": f"toppar host {host} died", "current": True}))
+            except ActorError:
+                pass
 
     def _fail_pending(self, buf: Any, upto: int, code: int) -> None:
         """Report ``buf``'s pending messages up to msgid ``upto`` failed with ``code``."""

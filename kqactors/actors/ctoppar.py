@@ -6,7 +6,7 @@ and closes its broker's fetching of this partition.
 
 Ops in:  C_FETCH_START / C_FETCH_STOP / C_CREDIT / C_PREFETCH_LIMITS (app), LEADER (main),
          B_FETCHED / B_FETCH_ERROR / B_FETCH_POSITION / B_FETCH_PREFERRED / B_FETCH_REVERT (broker/N).
-Ops out: C_READY / C_BATCH (app), TOPPAR_JOIN (main), B_FETCH_START / B_FETCH_STOP / B_FETCH_FLOW (broker/N).
+Ops out: C_READY / C_BATCH (app), TOPPAR_JOIN / C_REPLICA_KNOWN (main), B_FETCH_START / B_FETCH_STOP / B_FETCH_FLOW (broker/N).
 
 Decoding in steps: a slice is decoded and sent in frames of about ``DECODE_STEP_BYTES`` of messages, one
 per host turn (``ActorContext.continue_later``), so the app gets the first messages of a large fetch while the
@@ -59,6 +59,9 @@ MAX_UNDECODED_BYTES = 1 << 20
 _JOIN_RETRY_S = 0.2
 _LEASE_END = "CTOPPAR_LEASE_END"
 _MOVE_LATER = "CTOPPAR_MOVE_LATER"
+_RESTART_AT_LEADER = "CTOPPAR_RESTART_AT_LEADER"
+#: How long a ctoppar waits for main to say whether a preferred read replica is a known broker.
+REPLICA_CHECK_TIMEOUT_S = 5.0
 #: How long fetching stays on a preferred read replica before it goes back to the leader (which may name it
 #: again): librdkafka's fixed lease.
 FOLLOWER_LEASE_S = 300.0
@@ -232,6 +235,33 @@ class ConsumerTopparActor(Actor):
             self._to_follower(int(p["broker_id"]), time.monotonic())
 
     def _to_follower(self, replica: int, now: float) -> None:
+        """Ask main whether it knows the replica's broker first: a name with no broker actor behind it would
+        hold the partition's fetching forever."""
+        leader, version = self.broker_id, self.version
+        self.ctx.request(self.main_name, Op(cops.REPLICA_KNOWN, {"broker_id": replica}),
+                         lambda reply: self._on_replica_checked(reply, replica, leader, version),
+                         REPLICA_CHECK_TIMEOUT_S)
+
+    def _on_replica_checked(self, reply: Op, replica: int, leader: int, version: int) -> None:
+        if not self.active or self.version != version or self.broker_id != leader:
+            return  # seeked, stopped or moved meanwhile
+        if reply.error is None and (reply.payload or {}).get("known"):
+            self._lease_to(replica, time.monotonic())
+            return
+        # Unknown (main refreshes its metadata) or main did not answer: fetch on at the leader after
+        # fetch.error.backoff.ms; it names the replica again, known by then.
+        log.info("%s: preferred read replica %d is not known yet: fetching from leader %d meanwhile", self.ctx.name,
+                 replica, leader)
+        self.ctx.timer(self.settings.fetch_error_backoff_ms / 1000.0, Op(_RESTART_AT_LEADER, {"version": version,
+                                                                                         "from": leader}))
+
+    @on(_RESTART_AT_LEADER)
+    def _on_restart_at_leader(self, op: Op) -> None:
+        p = op.payload
+        if self.active and int(p["version"]) == self.version and int(p["from"]) == self.broker_id:
+            self._start_broker()
+
+    def _lease_to(self, replica: int, now: float) -> None:
         self._lease += 1
         self._lease_started = now
         self.ctx.timer(FOLLOWER_LEASE_S, Op(_LEASE_END, {"lease": self._lease}))

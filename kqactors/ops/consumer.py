@@ -44,6 +44,9 @@ FETCH_POSITION = "B_FETCH_POSITION"
 FETCH_PREFERRED = "B_FETCH_PREFERRED"
 # broker/N → ctoppar: the follower it fetches from cannot serve the partition {version, code}: back to the leader.
 FETCH_REVERT = "B_FETCH_REVERT"
+# ctoppar → main (request): KIP-392, is the preferred read replica {broker_id} a broker main knows? Reply
+# {known}; an unknown one makes main refresh its metadata, and the partition goes on at its leader meanwhile.
+REPLICA_KNOWN = "C_REPLICA_KNOWN"
 
 
 def ctoppar_name(topic: str, partition: int) -> str:

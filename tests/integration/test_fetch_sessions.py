@@ -23,6 +23,7 @@ from kqactors import Consumer, KafkaError, TopicPartition
 from kqactors.message import OFFSET_BEGINNING
 
 FETCH = 1
+METADATA = 3
 PARTITIONS = 8
 
 
@@ -152,6 +153,35 @@ def test_client_rack_fetches_from_the_preferred_replica_and_back_from_a_lagging_
         consumer.close()
 
 
+
+def test_a_preferred_replica_no_metadata_names_is_not_followed(fresh_cluster, unique_topic):
+    """KIP-392 with a replica the client has no broker for (not in its metadata): as librdkafka, the client
+    refreshes its metadata and asks the leader again after fetch.error.backoff.ms, never leaving the partition
+    waiting for that broker. (The mock's leader serves no records while it names a follower, so nothing arrives
+    until the follower is withdrawn; then the leader's records do.)"""
+    fresh_cluster.create_topic(unique_topic, 1)
+    fresh_cluster.partition_set_leader(unique_topic, 0, 1)
+    fresh_cluster.partition_set_follower(unique_topic, 0, 99)  # no such broker
+    produce_numbered(fresh_cluster.bootstrap, unique_topic, 100, 1)
+    consumer = _consumer(fresh_cluster.bootstrap, **{"client.rack": "rack-2", "fetch.error.backoff.ms": 100})
+    errors: list = []
+    try:
+        consumer.assign([TopicPartition(unique_topic, 0, OFFSET_BEGINNING)])
+        fresh_cluster.start_request_tracking()
+        fresh_cluster.clear_requests()
+        got = drain(consumer, 1, timeout=2.0, errors=errors)
+        requests = fresh_cluster.get_requests()
+        fresh_cluster.stop_request_tracking()
+        assert got == [] and errors == []
+        fetches = {r.broker_id for r in requests if r.api_key == FETCH}
+        assert fetches == {1}, f"fetches went to {fetches}"
+        assert sum(r.api_key == FETCH for r in requests) >= 3, "the leader was not asked again"
+        assert any(r.api_key == METADATA for r in requests), "no metadata refresh for the unknown replica"
+        fresh_cluster.partition_set_follower(unique_topic, 0, -1)
+        got = drain(consumer, 100, errors=errors)
+        assert _values(got) == _expected(100, 1) and errors == []
+    finally:
+        consumer.close()
 
 def test_partition_eof_after_a_seek_to_the_end_under_a_session(tansu, unique_topic):
     """The broker leaves a seeked-to-the-end partition out of its incremental answer (nothing new there); the

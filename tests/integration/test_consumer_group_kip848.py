@@ -113,8 +113,13 @@ def test_partitions_moved_to_a_new_member_are_committed_first_so_nothing_is_read
         second.subscribe([unique_topic])
         poll_until([first, second], lambda: len(assigned_keys(second)) == 2, 20, seen)
         moved = [TopicPartition(t, p) for t, p in sorted(assigned_keys(second))]
-        poll_until([first, second], lambda: [tp.offset for tp in second.position(moved)] == [25, 25], 20, seen)
-        assert seen[1] == []  # the new owner started at the offsets committed on revoke
+        poll_until([first, second], lambda: [tp.offset for tp in second.committed(moved, timeout=5)] == [25, 25],
+                   20, seen)
+        poll(second, 1.0, seen[1])
+        assert seen[1] == []  # the new owner started at the offsets committed on revoke ...
+        produce_round_robin(fresh_cluster.bootstrap, unique_topic, 4, 1)  # offset 25 of every partition
+        poll_until([first, second], lambda: len(seen[1]) >= 2, 20, seen)
+        assert sorted(seen[1]) == [(tp.topic, tp.partition, 25) for tp in moved]  # ... and reads on from there
     finally:
         first.close()
         second.close()

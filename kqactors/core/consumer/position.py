@@ -39,8 +39,9 @@ class PartitionPosition:
         self.version = version
         #: Where fetching (re)starts: an absolute offset or a logical one (OFFSET_STORED/BEGINNING/END).
         self.start_offset = start_offset
-        #: Next offset to consume (last consumed + 1); OFFSET_INVALID until known.
-        self.position = start_offset if start_offset >= 0 else OFFSET_INVALID
+        #: Next offset to consume (last consumed + 1); OFFSET_INVALID until a message was handed out, even after
+        #: an absolute start offset or a seek (librdkafka's application position, as position() reports it).
+        self.position = OFFSET_INVALID
         self.leader_epoch = leader_epoch
         self.paused = False
         self.stored_offset = OFFSET_INVALID
@@ -120,8 +121,7 @@ class PositionTable:
         part.version = self._bump()
         part.start_offset = offset
         part.leader_epoch = leader_epoch
-        if offset >= 0:
-            part.position = offset
+        part.position = OFFSET_INVALID  # fetching restarts at start_offset (restart_offset)
         return part.version
 
     def pause(self, topic: str, partition: int) -> int:
@@ -158,7 +158,7 @@ class PositionTable:
     def position(self, topic: str, partition: int) -> tuple[int, int]:
         """(next offset to consume, its leader epoch); OFFSET_INVALID when nothing was consumed or sought."""
         part = self._parts.get((topic, partition))
-        if part is None:
+        if part is None or part.position < 0:
             return OFFSET_INVALID, -1
         return part.position, part.leader_epoch
 

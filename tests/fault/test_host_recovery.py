@@ -114,19 +114,29 @@ def outcomes(bootstrap: str, topic: str) -> dict[str, list[bytes]]:
     return values_by_outcome(bootstrap, topic)
 
 
+def transactional_producer(cluster, topic: str) -> tuple[Producer, list[tuple[bytes, object]]]:
+    """A topic, and a transactional producer on two hosts, initialized, whose reports (value, error) are kept."""
+    create_topic(cluster, topic)
+    reports: list[tuple[bytes, object]] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"tx-{topic}",
+                         "kqactors.hosts": 2, "linger.ms": 5,
+                         "on_delivery": lambda err, msg: reports.append((msg.value(), err))})
+    try:
+        producer.init_transactions(30)
+    except BaseException:
+        producer.close(timeout=5)
+        raise
+    return producer, reports
+
+
 @pytest.mark.parametrize("victim", ["main", "toppar"])
 def test_host_crash_mid_transaction_fails_it_abortably(mock_cluster, unique_topic, victim):
     """A host that dies mid-transaction takes what it held (a toppar's messages, or main's transaction state):
     the transaction cannot commit. commit_transaction() raises an abortable error (never hangs, never commits
     a transaction with a hole); the app aborts and the next transaction commits."""
-    create_topic(mock_cluster, unique_topic)
-    reports: list[tuple[bytes, object]] = []
-    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "transactional.id": f"tx-{unique_topic}",
-                         "kqactors.hosts": 2, "linger.ms": 5,
-                         "on_delivery": lambda err, msg: reports.append((msg.value(), err))})
+    producer, reports = transactional_producer(mock_cluster, unique_topic)
     rt = producer._rt
     try:
-        producer.init_transactions(30)
         producer.begin_transaction()
         for i in range(3000):
             if i == 1500:
@@ -173,14 +183,9 @@ def test_toppar_host_crash_between_transactions_does_not_fail_the_next(mock_clus
     """A toppar host that dies between two transactions loses only sequences of an ended transaction: the epoch is
     bumped before the next one, which commits. (The restarted toppar used to ask for that bump itself, when it
     first ran inside the next transaction, and so failed it.)"""
-    create_topic(mock_cluster, unique_topic)
-    reports: list[tuple[bytes, object]] = []
-    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "transactional.id": f"tx-{unique_topic}",
-                         "kqactors.hosts": 2, "linger.ms": 5,
-                         "on_delivery": lambda err, msg: reports.append((msg.value(), err))})
+    producer, reports = transactional_producer(mock_cluster, unique_topic)
     rt = producer._rt
     try:
-        producer.init_transactions(30)
         for round_ in range(2):
             producer.begin_transaction()
             for i in range(300):

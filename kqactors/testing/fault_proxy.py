@@ -30,7 +30,7 @@ import threading
 import time
 from types import TracebackType
 
-from kqactors.testing._process import free_loopback_port
+from kqactors.testing.tansu import FrontedTansu
 
 __all__ = ["FaultProxy", "FaultyTansu", "ProxyConnection", "INJECTIONS"]
 
@@ -330,42 +330,14 @@ class FaultProxy:
             conn.start()
 
 
-class FaultyTansu:
-    """A Tansu broker reachable only through a FaultProxy: Tansu advertises the proxy's port, so bootstrap and
-    learned connections all pass the proxy (``faulty.proxy`` switches the faults)."""
+class FaultyTansu(FrontedTansu):
+    """A Tansu broker reachable only through a FaultProxy (``faulty.proxy`` switches the faults)."""
 
-    def __init__(self) -> None:
-        from kqactors.testing.tansu import TansuBroker
+    def _start_front(self) -> FaultProxy:
+        return FaultProxy(self.tansu.bootstrap, port=self.proxy_port).start()
 
-        self.proxy_port = free_loopback_port()
-        self.tansu = TansuBroker(advertised_port=self.proxy_port)
-        self.proxy: FaultProxy | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.proxy_port}"
-
-    def start(self) -> FaultyTansu:
-        self.tansu.start()
-        try:
-            self.proxy = FaultProxy(self.tansu.bootstrap, port=self.proxy_port).start()
-        except BaseException:
-            self.tansu.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        if self.proxy is not None:
-            self.proxy.close()
-            self.proxy = None
-        self.tansu.stop()
-
-    def __enter__(self) -> FaultyTansu:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
+    def _stop_front(self, front: FaultProxy) -> None:
+        front.close()
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes | None:

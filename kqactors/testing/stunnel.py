@@ -27,6 +27,7 @@ from kqactors.testing._process import (
     make_workdir,
     stop_process,
 )
+from kqactors.testing.tansu import FrontedTansu
 
 __all__ = ["StunnelProxy", "StunnelNotFound", "find_stunnel"]
 
@@ -122,41 +123,17 @@ class StunnelProxy:
         return f"<StunnelProxy {self.bootstrap} -> 127.0.0.1:{self.connect_port}>"
 
 
-class TlsTansu:
-    """A Tansu broker reachable only through stunnel: Tansu on its own port advertising the stunnel port, so a
-    client's every connection (bootstrap and learned) is TLS. ``client_ca`` turns on mutual TLS."""
+class TlsTansu(FrontedTansu):
+    """A Tansu broker reachable only through stunnel: every connection of a client (bootstrap and learned) is
+    TLS. ``client_ca`` turns on mutual TLS."""
 
     def __init__(self, cert: Path, key: Path, client_ca: Path | None = None) -> None:
-        self.proxy_port = free_loopback_port()
-        from kqactors.testing.tansu import TansuBroker
-        self.tansu = TansuBroker(advertised_port=self.proxy_port)
-        self.proxy: StunnelProxy | None = None
+        super().__init__()
         self._cert, self._key, self._ca = cert, key, client_ca
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.proxy_port}"
-
-    def start(self) -> TlsTansu:
+    def _start_front(self) -> StunnelProxy:
         find_stunnel()
-        self.tansu.start()
-        try:
-            self.proxy = StunnelProxy(self.tansu.port, self._cert, self._key, port=self.proxy_port,
-                                      ca=self._ca).start()
-        except BaseException:
-            self.tansu.stop()
-            raise
-        return self
+        return StunnelProxy(self.tansu.port, self._cert, self._key, port=self.proxy_port, ca=self._ca).start()
 
-    def stop(self) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
-            self.proxy = None
-        self.tansu.stop()
-
-    def __enter__(self) -> TlsTansu:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
+    def _stop_front(self, front: StunnelProxy) -> None:
+        front.stop()

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Self
 
 import psutil
 
@@ -216,3 +217,47 @@ class TansuBroker:
         workdir, self._workdir, self._log_path = self._workdir, None, None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+class FrontedTansu:
+    """A Tansu broker reachable only through a front on another port (stunnel for TLS, a fault proxy): Tansu
+    advertises the front's port, so a client's bootstrap and learned connections all pass the front. The front
+    starts after Tansu and stops before it; subclasses say how it starts and stops."""
+
+    def __init__(self) -> None:
+        self.proxy_port = free_loopback_port()
+        self.tansu = TansuBroker(advertised_port=self.proxy_port)
+        self.proxy: Any = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.proxy_port}"
+
+    def _start_front(self) -> Any:
+        """Start the front, listening on ``proxy_port`` and forwarding to ``self.tansu``; return it."""
+        raise NotImplementedError
+
+    def _stop_front(self, front: Any) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self.tansu.start()
+        try:
+            self.proxy = self._start_front()
+        except BaseException:
+            self.tansu.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        front, self.proxy = self.proxy, None
+        if front is not None:
+            self._stop_front(front)
+        self.tansu.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

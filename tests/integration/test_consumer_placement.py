@@ -11,6 +11,7 @@ rate drops for kqactors.placement.retire.ms, the hosts retire: the ctoppars move
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -26,7 +27,7 @@ from kqactors.ops.consumer import ctoppar_name  # noqa: E402
 pytestmark = [pytest.mark.timeout(120)]
 
 PARTITIONS = 4
-CHUNK = 6_000  # records per partition produced at a time
+BACKLOG = 20_000  # records per partition the producing thread stays ahead of the consumer by, at most
 
 
 class _Feed:
@@ -38,8 +39,28 @@ class _Feed:
                                                   "enable.idempotence": True})
         self.sent = [0] * PARTITIONS
         self.got = [0] * PARTITIONS
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def produce(self, per_partition: int) -> None:
+    def start(self) -> None:
+        """Produce in a thread while the test consumes: records keep coming, so some are always fetched and queued
+        (not yet taken) when a ctoppar moves."""
+        def run() -> None:
+            while not self._stop.is_set():
+                if self.sent[0] - self.got[0] < BACKLOG:
+                    self.produce(1_000, flush=False)
+                else:
+                    self._stop.wait(0.01)
+        self._thread = threading.Thread(target=run, name="feed", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        assert self.producer.flush(30) == 0
+
+    def produce(self, per_partition: int, flush: bool = True) -> None:
         for partition in range(PARTITIONS):
             for _ in range(per_partition):
                 value = b"%d:%d:" % (partition, self.sent[partition]) + b"." * 30
@@ -50,11 +71,13 @@ class _Feed:
                     except BufferError:
                         self.producer.poll(0.05)
                 self.sent[partition] += 1
-        assert self.producer.flush(30) == 0
+        self.producer.poll(0)
+        if flush:
+            assert self.producer.flush(30) == 0
 
-    def take(self, consumer: Consumer, timeout: float = 0.2) -> int:
+    def take(self, consumer: Consumer, timeout: float = 0.2, count: int = 2_000) -> int:
         """Consume what comes within ``timeout``; every record must be the next one of its partition."""
-        messages = consumer.consume(2_000, timeout)
+        messages = consumer.consume(count, timeout)
         for msg in messages:
             assert msg.error() is None, msg.error()
             partition, seq, _ = msg.value().split(b":", 2)
@@ -80,7 +103,6 @@ def test_consumer_decode_follows_the_rate_and_every_record_comes_once_in_order(m
     cluster.group_initial_rebalance_delay_ms(0)
     cluster.create_topic(unique_topic, PARTITIONS)
     feed = _Feed(cluster.bootstrap, unique_topic)
-    feed.produce(CHUNK)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{unique_topic}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "kqactors.placement.scale.rate": 2_000, "kqactors.placement.retire.ms": 1_500})
@@ -90,15 +112,16 @@ def test_consumer_decode_follows_the_rate_and_every_record_comes_once_in_order(m
             consumer.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         else:
             consumer.subscribe([unique_topic])
-        # Flat out: toppar hosts join and the ctoppars move while records are queued and in flight; more records
-        # are produced whenever the consumer has caught up, until two toppar hosts run ctoppars.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            feed.take(consumer)
-            if feed.caught_up():
-                if len(_hosts_of(consumer, unique_topic) - {"h0"}) >= 2:
-                    break
-                feed.produce(CHUNK // 2)
+        # Flat out: toppar hosts join and the ctoppars move while records are queued and in flight, until two
+        # toppar hosts run ctoppars.
+        feed.start()
+        try:
+            deadline = time.monotonic() + 60
+            while len(_hosts_of(consumer, unique_topic) - {"h0"}) < 2 and time.monotonic() < deadline:
+                feed.take(consumer, count=100)  # small takes: fetched records wait in the queue while ctoppars move
+        finally:
+            feed.stop()
+        wait_until(feed.caught_up, 30, "the records produced so far", sleep=lambda s: feed.take(consumer, 0.1))
         assert len(_hosts_of(consumer, unique_topic) - {"h0"}) >= 2, _hosts_of(consumer, unique_topic)
         assert consumer.moves_done >= PARTITIONS
         if mode == "assign":

@@ -9,7 +9,8 @@ their RSS, and produce() → delivery report p50/p99. Run it with the default ad
 placement (``--hosts N``: N toppar hosts from the start, what the old default did with N cores).
 
 ``--consumer``: the same for a kqactors Consumer (assign()), whose consume() rate is held at each step (records/s,
-0 = flat out) over a topic filled beforehand with confluent-kafka; then the step down.
+0 = flat out; default steps 500,2000,10000,40000,100000) over a topic filled beforehand with confluent-kafka, with a
+2 MiB prefetch queue (``--prefetch-kb``) so that fetching follows consume(); then the step down.
 
     python benchmarks/bench_placement.py                      # adaptive, simulated 64 cores
     python benchmarks/bench_placement.py --hosts 16           # fixed: 16 toppar hosts from the start
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["KQACTORS_CPU_COUNT"] = str(args.cores)
     if args.consumer:
+        if args.steps == parser.get_default("steps"):
+            args.steps = "500,2000,10000,40000,100000"
         return consumer_run(args)
     from kqactors import Producer
     from kqactors.testing.mock_cluster import MockCluster
@@ -131,7 +134,9 @@ def consumer_run(args: argparse.Namespace) -> int:
     from kqactors.testing.mock_cluster import MockCluster
 
     steps = steps_with_down(args)
-    total = int(sum((step or 250_000) * args.step_s for step, _ in steps) * 1.1)  # flat out: ~170k/s here
+    # The mock cluster keeps ~750k records of 100 B per 16 partitions (older segments go): flat out (~380k/s
+    # here) would run dry, so the default steps stop at 100k/s.
+    total = int(sum((step or 380_000) * args.step_s for step, _ in steps) * 1.1)
     with MockCluster(num_brokers=1) as cluster:
         cluster.create_topic("placement", partition_cnt=16)
         clock = time.perf_counter
@@ -147,6 +152,7 @@ def consumer_run(args: argparse.Namespace) -> int:
                 except BufferError:
                     filler.poll(0.01)
         filler.flush(120)
+        del filler  # its buffers are not the consumer's
         print(f"filled {total:,} records in {clock() - started:.1f} s", file=sys.stderr)
         # A small prefetch queue: fetching (and decoding, the work that moves) follows consume() instead of
         # reading the whole backlog at once.
@@ -156,7 +162,7 @@ def consumer_run(args: argparse.Namespace) -> int:
                              "kqactors.placement.retire.ms": args.retire_ms})
         consumer.assign([TopicPartition("placement", p, OFFSET_BEGINNING) for p in range(16)])
         print(f"kqactors.hosts {args.hosts}, simulated cores {args.cores}", file=sys.stderr)
-        print("| step records/s | reached records/s | actor hosts | processes | tree RSS MiB | moves so far |")
+        print("| step records/s | reached records/s | actor hosts | processes | tree RSS MiB | ctoppar moves so far |")
         print("|---:|---:|---:|---:|---:|---:|")
         for step, label in steps:
             begin = clock()
@@ -171,7 +177,7 @@ def consumer_run(args: argparse.Namespace) -> int:
             rss, processes = tree_rss_mb()
             hosts = len(consumer._rt._plumbing.supervisor.host_keys)  # noqa: SLF001 - running ones, reported only
             print(f"| {label} | {got / args.step_s:,.0f} | {hosts} | {processes} | {rss:.0f} | "
-                  f"{consumer.moves_done}", flush=True)
+                  f"{consumer.moves_done} |", flush=True)
         consumer.close()
     return 0
 

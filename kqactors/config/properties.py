@@ -185,11 +185,11 @@ _TABLE: tuple[Property, ...] = (
            "fewer each way: the lowest latency and footprint), and a producer starts toppar hosts as its rate "
            "climbs (kqactors.placement.scale.rate), up to the CPU cores (env KQACTORS_CPU_COUNT overrides the "
            "count), moving toppars without losing order, and retires them when the rate drops "
-           "(kqactors.placement.retire.ms); a consumer's fetch decode follows its record rate the same way. "
+           "(kqactors.placement.retire.ms); a consumer's fetch decode follows its consume rate the same way. "
            "0 runs the toppars on the main host for good; N > 0 starts N toppar hosts at once"),
     _p("kqactors.placement.scale.rate", INT, "*", 5_000, 1, INT32_MAX,
        doc="Adaptive placement (kqactors.hosts=-1): messages/s handed to the toppars (a consumer: records/s "
-           "fetched), per host running them (main's counts as one while it runs them), above which one more "
+           "consumed), per host running them (main's counts as one while it runs them), above which one more "
            "toppar host is started"),
     _p("kqactors.placement.retire.ms", INT, "*", 30_000, 0, 86_400_000,
        doc="Adaptive placement (kqactors.hosts=-1): once the rate has stayed under half the rate at which the "

@@ -2,7 +2,7 @@
 simulated 4-core machine (KQACTORS_CPU_COUNT=4).
 
 Runs in: the pytest process (the consumer's hosts and the mock cluster are child processes). A consumer starts with
-its ctoppars (fetch decode) on its main host; as the records it fetches pass kqactors.placement.scale.rate per host,
+its ctoppars (fetch decode) on its main host; as the records it consumes pass kqactors.placement.scale.rate per host,
 toppar hosts join and the ctoppars move there, each resuming at the next offset not yet queued for the app. The
 app gets every record exactly once, in order per partition, through the moves (assign() and subscribe()). When the
 rate drops for kqactors.placement.retire.ms, the hosts retire: the ctoppars move back and the processes exit.

@@ -124,7 +124,7 @@ class Consumer:
         # adaptive placement (kqactors.hosts=-1): toppar hosts join as the record rate climbs, retire as it drops
         self._placement = handle.placement
         self._joining: str | None = None  # a toppar host started, not running yet
-        self._fetched = 0  # records fetched since the last placement check
+        self._consumed = 0  # records handed to the app since the last placement check
         #: per partition, (version, offset of the last message queued for the app at it): where a moved ctoppar
         #: resumes (what is queued stays queued)
         self._queued_upto: dict[Key, tuple[int, int]] = {}
@@ -409,6 +409,7 @@ class Consumer:
             elif last is not None:
                 positions.consumed(batch.topic, batch.partition, last._offset, last._leader_epoch)
             out.extend(messages)
+            self._consumed += count
             credit = self._returner.consumed((batch.topic, batch.partition), batch.version, count, used)
             if credit is not None:
                 self._send_credit((batch.topic, batch.partition), *credit)
@@ -452,7 +453,6 @@ class Consumer:
             last = payload.get("last_offset", -1)
             if last >= 0:
                 self._queued_upto[(topic, partition)] = (version, last)
-            self._fetched += payload.get("messages", 0)
             self._appending = (op, batch)  # no call between this and the append: see _finish_interrupted
             self._ready.append(batch)
         elif op.type == cops.CTOPPAR_READY:
@@ -560,12 +560,12 @@ class Consumer:
 
     # ---- adaptive placement ------------------------------------------------------------------------------
     def _adapt(self) -> None:
-        """Adaptive placement, at each serve of the queue (poll()'s thread): count the records fetched, start a
+        """Adaptive placement, at each serve of the queue (poll()'s thread): count the records consumed, start a
         toppar host past the scale rate, move ctoppars to one that runs now, retire one after the rate has stayed
         low (kqactors/client/handle/placement.py)."""
         placement = self._placement
-        fetched, self._fetched = self._fetched, 0
-        grow = placement.note(fetched)
+        consumed, self._consumed = self._consumed, 0
+        grow = placement.note(consumed)
         if self._joining is not None:
             if self._rt.host_ready(self._joining):
                 index = self._rt.host_keys.index(self._joining)

@@ -1,7 +1,7 @@
 """Adaptive placement: which host runs a partition's toppar actor, and when another toppar host is started.
 
 Runs in: the app process, inside a facade (the producer's hand-over thread calls ``note`` with what it handed over,
-under its hand-over lock; the consumer's polling thread with the records fetched). Owns the decision only; the
+under its hand-over lock; the consumer's polling thread with the records the app took). Owns the decision only; the
 facade starts the host (``ClientHandle.add_toppar_host``), moves its toppars (producer: the old toppar drains, its
 successor gets what was held back, in order; consumer: the successor fetches from the next offset not yet queued
 for the app) and retires hosts (``Runtime.retire_host``).
@@ -13,7 +13,8 @@ client has the lowest latency and footprint. When the rate handed over climbs pa
 to the core count (``KQACTORS_CPU_COUNT`` in the environment overrides it: tests and benchmarks simulate a larger
 machine). Once the rate has stayed under half the rate at which the last host joined for
 ``kqactors.placement.retire.ms``, that host is retired: its toppars move back (the same hand-over) and its process
-stops, so a burst does not leave idle processes holding memory. A consumer counts the records it is fetched.
+stops, so a burst does not leave idle processes holding memory. A consumer counts the records the app takes
+(consume()/poll()): fetching, and so decoding, follows them once prefetch is full.
 """
 
 from __future__ import annotations

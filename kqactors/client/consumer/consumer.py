@@ -218,6 +218,7 @@ class Consumer:
             key = (part.topic, part.partition)
             self._returner.forget(key)
             self._watermarks.pop(key, None)
+            self._queued_upto.pop(key, None)
             toppar = self._toppars.get(key)
             if toppar is not None:
                 stops.append((toppar.name, Op(cops.FETCH_STOP, {"version": part.version + 1})))

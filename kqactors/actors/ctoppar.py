@@ -336,7 +336,7 @@ class ConsumerTopparActor(Actor):
             self._update_flow()
             yield Op(cops.CONSUMER_BATCH, {
                 "topic": self.topic, "partition": self.partition, "version": sl.version,
-                "messages": batch.messages, "high_watermark": sl.high_watermark,
+                "messages": batch.messages, "last_offset": batch.last_offset, "high_watermark": sl.high_watermark,
                 "last_stable_offset": sl.last_stable_offset, "log_start_offset": sl.log_start_offset,
             }, [batch.frame]), batch.final  # fmt: skip
 

@@ -184,11 +184,17 @@ _TABLE: tuple[Property, ...] = (
            "client starts with its main host alone, which runs the toppars (two processes, one process hop "
            "fewer each way: the lowest latency and footprint), and a producer starts toppar hosts as its rate "
            "climbs (kqactors.placement.scale.rate), up to the CPU cores (env KQACTORS_CPU_COUNT overrides the "
-           "count), moving toppars without losing order; a consumer's toppars stay on the main host. "
+           "count), moving toppars without losing order, and retires them when the rate drops "
+           "(kqactors.placement.retire.ms); a consumer's fetch decode follows its consume rate the same way. "
            "0 runs the toppars on the main host for good; N > 0 starts N toppar hosts at once"),
-    _p("kqactors.placement.scale.rate", INT, "P", 5_000, 1, INT32_MAX,
-       doc="Adaptive placement (kqactors.hosts=-1): messages/s handed to the toppars, per host running them "
-           "(main's counts as one while it runs them), above which one more toppar host is started"),
+    _p("kqactors.placement.scale.rate", INT, "*", 5_000, 1, INT32_MAX,
+       doc="Adaptive placement (kqactors.hosts=-1): messages/s handed to the toppars (a consumer: records/s "
+           "consumed), per host running them (main's counts as one while it runs them), above which one more "
+           "toppar host is started"),
+    _p("kqactors.placement.retire.ms", INT, "*", 30_000, 0, 86_400_000,
+       doc="Adaptive placement (kqactors.hosts=-1): once the rate has stayed under half the rate at which the "
+           "last toppar host joined for this long, that host is retired: its toppars move back to the remaining "
+           "hosts and its process stops. 0: toppar hosts are never retired"),
     _p("kqactors.runtime.dir", STRING, "*", "",
        doc="Attach to the shared runtime run by `kqactors runtime --dir DIR` instead of starting this client's "
            "own actor hosts (kqactors.hosts is then the runtime's); producers with the same settings share its "
@@ -213,7 +219,8 @@ ALIASES: dict[str, str] = {
 
 # Keys that only exist at the confluent-kafka Python level (not librdkafka properties).
 PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "logger", "on_delivery", "on_commit",
-                         "default.topic.config", "kqactors.hosts", "kqactors.placement.scale.rate", "oauth_cb",
+                         "default.topic.config", "kqactors.hosts", "kqactors.placement.scale.rate",
+                         "kqactors.placement.retire.ms", "oauth_cb",
                          "kqactors.runtime.dir"})
 
 # librdkafka properties set through a dedicated C API: librdkafka refuses them in a configuration dict

@@ -321,6 +321,14 @@ class Runtime:
             self.host_keys.extend(keys)
         return keys
 
+    def retire_host(self, key: str) -> list[str]:
+        """Stop host ``key`` (not the first) for good: placement that follows the load gives back a host once it
+        has moved its work away. Actors still on it are stopped; its process exits (TERMINATE) and is not
+        restarted. Its key keeps its index in ``host_keys`` (no other host's index changes) but can no longer
+        be spawned on. Returns the names of the actors stopped with it."""
+        self._check_usable()
+        return self._plumbing.supervisor.retire_host(self._host_key(key))
+
     def preload(self, modules: Iterable[str], hosts: Iterable[int | str]) -> None:
         """Have ``hosts`` (indexes or keys) import ``modules`` (names, or the "module:Factory" paths given to
         spawn) in the background, all at once. Actors spawned there later start without paying the import

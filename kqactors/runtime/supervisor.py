@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .actor import check_name, check_spec
-from .host import APP_KEY, DIRECTORY, HOST_DOWN, PRELOAD, SPAWN, STOP, child_exited_op
-from .op import APP, HOST_CONTROL, ActorError, ErrorCode, Op
+from .host import APP_KEY, DIRECTORY, FORGET_ENDPOINT, HOST_DOWN, PRELOAD, SPAWN, STOP, child_exited_op
+from .op import APP, HOST_CONTROL, TERMINATE, ActorError, ErrorCode, Op
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ class Supervisor:
         self.specs: dict[str, ActorSpec] = {}
         self.down_hosts: set[str] = set()
         self.restarts: dict[str, int] = dict.fromkeys(host_keys, 0)
+        #: hosts stopped for good (retire_host): their exit is not a death
+        self.retired: set[str] = set()
         self.closing = threading.Event()
         self.on_restarted = on_restarted
         #: on_down(host, names, restarts, exitcode), called on the thread that learned of the death, under
@@ -136,6 +138,31 @@ class Supervisor:
                 self.channel.send(key, [self._directory_op()])
             self._broadcast(Op(DIRECTORY, {"hosts": list(self.host_keys)}, target=HOST_CONTROL))
 
+    def retire_host(self, key: str) -> list[str]:
+        """Stop host ``key`` for good (placement that follows the load, once it has moved the host's work away):
+        the actors still there are stopped (their on_stop runs), the others forget the host and the process
+        is told to TERMINATE; its exit is not a death (no restart). Returns the names stopped with it."""
+        with self._lock:
+            if key not in self.host_keys:
+                raise ValueError(f"unknown host {key!r}; hosts are {self.host_keys}")
+            if key == self.host_keys[0]:
+                raise ValueError("the first host cannot be retired")
+            if key in self.down_hosts:
+                raise ActorError(ErrorCode.DEAD_ACTOR, f"host {key} is restarting")
+            names = [n for n, spec in self.specs.items() if spec.host == key]
+            for name in names:
+                del self.specs[name]
+            self.retired.add(key)
+            self.down_hosts.add(key)  # its exit ends here (host_died), nothing is sent to it any more
+            self.host_keys.remove(key)
+            self.channel.send(key, [Op(TERMINATE, target=HOST_CONTROL)])
+            update: dict[str, Any] = {"hosts": list(self.host_keys)}
+            if names:
+                update["remove"] = names
+            self._broadcast(Op(DIRECTORY, update, target=HOST_CONTROL))
+            self._broadcast(Op(FORGET_ENDPOINT, {"key": key}, target=HOST_CONTROL))
+            return names
+
     def _directory_op(self) -> Op:
         return Op(DIRECTORY, {"hosts": self.host_keys, "set": self.directory()}, target=HOST_CONTROL)
 
@@ -175,6 +202,9 @@ class Supervisor:
     def host_died(self, key: str, exitcode: int | None) -> None:
         """The restart sequence; runs on the watcher thread (or inline for the in-process transport)."""
         with self._lock:
+            if key in self.retired:
+                self.channel.forget(key)  # it left as told (retire_host)
+                return
             if self.closing.is_set() or key in self.down_hosts:
                 return
             log.warning("host %s died (exit code %s); restarting in %.2fs", key, exitcode, self.restart_delay)

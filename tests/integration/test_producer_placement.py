@@ -5,11 +5,13 @@ Runs in: the pytest process (the producer's hosts and the mock cluster are child
 its toppars on its main host: one actor host. When its rate climbs past kqactors.placement.scale.rate, toppar hosts
 join (up to the cores) and the toppars move to them; every message gets exactly one successful delivery report, in
 produce() order per partition, and the log holds each exactly once, in order (read back with confluent-kafka;
-the mock keeps only the tail of a long log).
+the mock keeps only the tail of a long log). When the rate drops again for kqactors.placement.retire.ms, the
+toppar hosts retire one by one (toppars moved back with the same hand-over) and their processes exit.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -85,6 +87,64 @@ def test_toppar_hosts_join_as_the_rate_climbs_and_order_is_kept(mock_cluster, un
         assert reports[partition] == list(range(sent[partition])), f"partition {partition}: reports out of order"
     # The mock cluster keeps a bounded log per partition (old segments go): what it kept must be the tail of
     # what was produced, each message once and in order.
+    for partition, log in _read_back(mock_cluster.bootstrap, unique_topic, sent).items():
+        assert log and log == list(range(log[0], sent[partition])), f"partition {partition}: log out of order"
+
+
+def test_toppar_hosts_retire_when_the_rate_drops_and_order_is_kept(mock_cluster, unique_topic, monkeypatch):
+    monkeypatch.setenv("KQACTORS_CPU_COUNT", "4")
+    mock_cluster.create_topic(unique_topic, partition_cnt=PARTITIONS)
+    reports: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    failed: list = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            failed.append(err)
+            return
+        reports[msg.partition()].append(int(msg.value().split(b":", 2)[1]))
+
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                         "kqactors.placement.scale.rate": 2_000, "kqactors.placement.retire.ms": 1_500,
+                         "on_delivery": on_delivery})
+    rt = producer._rt
+    sent = [0] * PARTITIONS
+    names = [f"toppar/{unique_topic}/{p}" for p in range(PARTITIONS)]
+
+    def produce(count: int, pause: float = 0.0) -> None:
+        for i in range(count):
+            partition = i % PARTITIONS
+            while True:
+                try:
+                    producer.produce(unique_topic, _value(partition, sent[partition]), partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            sent[partition] += 1
+            if pause:
+                producer.poll(pause)
+            elif i % 500 == 0:
+                producer.poll(0)
+
+    try:
+        deadline = time.monotonic() + 60
+        while {rt.host_of(name) for name in names} == {"h0"} and time.monotonic() < deadline:
+            produce(5_000)  # flat out: a toppar host joins and the toppars move there
+        assert {rt.host_of(name) for name in names} != {"h0"}, "no toppar moved to a toppar host"
+        pids = {key: rt.host_pid(key) for key in rt.host_keys[1:]}
+        assert all(pids.values()), pids
+        # A trickle (~50 msg/s) while the hosts retire one by one: the toppars move back to main's host.
+        wait_until(lambda: {rt.host_of(name) for name in names} == {"h0"}, 60,
+                   "every toppar back on the main host", sleep=lambda s: produce(4, pause=0.005))
+        wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids.values()), 30,
+                   "the retired toppar hosts' processes to exit")
+        assert all(rt.host_restarts(key) == 0 for key in pids), "a retired host is not restarted"
+        produce(400, pause=0.001)  # still delivered, in order, from main's host
+        assert producer.flush(30) == 0
+    finally:
+        producer.close(timeout=5)
+    assert failed == []
+    for partition in range(PARTITIONS):
+        assert reports[partition] == list(range(sent[partition])), f"partition {partition}: reports out of order"
     for partition, log in _read_back(mock_cluster.bootstrap, unique_topic, sent).items():
         assert log and log == list(range(log[0], sent[partition])), f"partition {partition}: log out of order"
 

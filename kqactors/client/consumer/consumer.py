@@ -4,8 +4,9 @@ Runs in: the app process (the user's thread). Owns the public Consumer: its cons
 (spread over the toppar hosts; ``main`` is the client handle's), the assignment and its versions
 (``PositionTable``), the queue of fetched batches served by poll()/consume() (``MessageBatch``: messages
 are built only when taken), prefetch credit returned as the application consumes (``CreditReturner``),
-seek/pause/resume, restarting a ctoppar whose host died at the app's position, watermarks,
-offsets_for_times and close. Group methods delegate to ``kqactors.client.consumer.group.GroupClient``
+seek/pause/resume, restarting a ctoppar whose host died at the app's position, adaptive placement (toppar hosts
+join as the record rate climbs and retire when it drops; a ctoppar moves by a stop and a start on its new host
+at the next offset not yet queued for the app, see ``_move_toppar``), watermarks, offsets_for_times and close. Group methods delegate to ``kqactors.client.consumer.group.GroupClient``
 (see docs/consumer-ops.md). What every client shares (runtime start, error_cb, statistics, host-death
 notices, list_topics) is the client handle's (kqactors.client.handle), held as ``_handle``.
 
@@ -120,6 +121,15 @@ class Consumer:
         self._closed = False
         self._hosts = handle.hosts
         self._toppars_per_host = [0] * self._hosts
+        # adaptive placement (kqactors.hosts=-1): toppar hosts join as the record rate climbs, retire as it drops
+        self._placement = handle.placement
+        self._joining: str | None = None  # a toppar host started, not running yet
+        self._consumed = 0  # records handed to the app since the last placement check
+        #: per partition, (version, offset of the last message queued for the app at it): where a moved ctoppar
+        #: resumes (what is queued stays queued)
+        self._queued_upto: dict[Key, tuple[int, int]] = {}
+        #: placement moves done (statistics, tests)
+        self.moves_done = 0
         self._group: GroupClient | None = None
         handle.stats_fields = self._stats_fields
         handle.on_actors_down(self._actors_down)
@@ -208,6 +218,7 @@ class Consumer:
             key = (part.topic, part.partition)
             self._returner.forget(key)
             self._watermarks.pop(key, None)
+            self._queued_upto.pop(key, None)
             toppar = self._toppars.get(key)
             if toppar is not None:
                 stops.append((toppar.name, Op(cops.FETCH_STOP, {"version": part.version + 1})))
@@ -238,7 +249,9 @@ class Consumer:
         # small topic on one host, leaving the other cores idle while that host decodes everything. With no
         # toppar hosts (kqactors.hosts=0) ctoppars share the main host.
         host = 0
-        if self._hosts:
+        if self._placement is not None:
+            host = self._placement.host_for(topic, partition)
+        elif self._hosts:
             host = 1 + min(range(self._hosts), key=lambda index: (self._toppars_per_host[index], index))
             self._toppars_per_host[host - 1] += 1
         try:
@@ -397,6 +410,7 @@ class Consumer:
             elif last is not None:
                 positions.consumed(batch.topic, batch.partition, last._offset, last._leader_epoch)
             out.extend(messages)
+            self._consumed += count
             credit = self._returner.consumed((batch.topic, batch.partition), batch.version, count, used)
             if credit is not None:
                 self._send_credit((batch.topic, batch.partition), *credit)
@@ -422,6 +436,8 @@ class Consumer:
                 raise
             op = events.poll(0)
         self._handle.serve_notices()  # a host died: see _actors_down
+        if self._placement is not None:
+            self._adapt()
         if self._unsent:
             self._retry_unsent()
 
@@ -435,6 +451,9 @@ class Consumer:
             if high >= 0:
                 self._watermarks[(topic, partition)] = (payload.get("log_start_offset", -1), high)
             batch = MessageBatch(topic, partition, op.frames[0], version)  # zero-copy view
+            last = payload.get("last_offset", -1)
+            if last >= 0:
+                self._queued_upto[(topic, partition)] = (version, last)
             self._appending = (op, batch)  # no call between this and the append: see _finish_interrupted
             self._ready.append(batch)
         elif op.type == cops.CTOPPAR_READY:
@@ -539,6 +558,85 @@ class Consumer:
                 self._restart_toppar(toppar, topic, partition)
             elif main_died:
                 self._restart_toppar(toppar, topic, partition)
+
+    # ---- adaptive placement ------------------------------------------------------------------------------
+    def _adapt(self) -> None:
+        """Adaptive placement, at each serve of the queue (poll()'s thread): count the records consumed, start a
+        toppar host past the scale rate, move ctoppars to one that runs now, retire one after the rate has stayed
+        low (kqactors/client/handle/placement.py)."""
+        placement = self._placement
+        consumed, self._consumed = self._consumed, 0
+        grow = placement.note(consumed)
+        if self._joining is not None:
+            if self._rt.host_ready(self._joining):
+                index = self._rt.host_keys.index(self._joining)
+                self._joining = None
+                placement.grew(index)
+                self._place_all()
+        elif grow:
+            try:
+                index = self._handle.add_toppar_host([CTOPPAR_FACTORY])
+            except (ActorError, OSError, ValueError) as exc:
+                self._logger.log(logging.WARNING, f"kqactors consumer could not start a toppar host: {exc}")
+                return
+            self._joining = self._rt.host_keys[index]
+        elif placement.retire_due():
+            key = self._rt.host_keys[placement.retire()]
+            self._place_all(retiring=True)
+            self._handle.retire_toppar_host(key)
+
+    def _place_all(self, retiring: bool = False) -> None:
+        """Move every ctoppar whose place changed (a host joined, or one is ``retiring``: all must leave it)."""
+        keys = self._rt.host_keys
+        for (topic, partition), toppar in list(self._toppars.items()):
+            target = self._placement.host_for(topic, partition)
+            if keys[target] != toppar.host:
+                self._move_toppar(topic, partition, toppar, target, retiring)
+
+    def _move_toppar(self, topic: str, partition: int, toppar: _Toppar, target: int, force: bool = False) -> None:
+        """Stop the ctoppar and start it again, same name, on host ``target``, fetching from the next offset not
+        yet queued for the app. The partition gets a new version: the old one's fetches still in flight are
+        dropped on arrival, while the batches already queued are carried over to the new version (they come
+        before what the new one fetches; the prefetch credit they return goes to the new one, which may then
+        prefetch at most one queue's worth more, once). Its position (consumed, stored) does not change. A
+        partition that has fetched nothing yet from a logical offset waits for a later move unless ``force``d
+        (its host retires): it then starts again from the logical offset."""
+        key = (topic, partition)
+        part = self._positions.get(topic, partition)
+        resume = OFFSET_INVALID
+        if part is not None:
+            resume = part.restart_offset
+            queued = self._queued_upto.get(key)
+            if queued is not None and queued[0] >= part.version:
+                resume = max(resume, queued[1] + 1)
+            if resume < 0 and not force:
+                return  # a logical start offset, nothing fetched yet (END would move on): moved at a later change
+        try:
+            self._rt.stop(toppar.name)
+        except ActorError:
+            pass  # its host died: as a restart
+        args = {"topic": topic, "partition": partition, **self._toppar_args}
+        try:
+            host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=target)
+        except (ActorError, ValueError) as exc:
+            self._logger.log(logging.WARNING, f"kqactors consumer could not move {toppar.name}: {exc}")
+            host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=0)  # main's host is always there
+        toppar.host, toppar.restarts, toppar.incarnation = host_key, self._rt.host_restarts(host_key), None
+        self._main_state.toppar_spawned(topic, partition, toppar.name)
+        self.moves_done += 1
+        if part is None:
+            return  # not assigned: it idles on its new host
+        old_version = part.version
+        position, epoch, start = part.position, part.leader_epoch, part.start_offset
+        version = self._positions.seek(topic, partition, resume, epoch)
+        part.position, part.leader_epoch, part.start_offset = position, epoch, start
+        for batch in self._ready:
+            if batch.topic == topic and batch.partition == partition and batch.version >= old_version:
+                batch.version = version
+        self._queued_upto[key] = (version, resume - 1)
+        limits = partition_limits(self._settings, len(self._positions.assigned()))
+        self._send_many([(toppar.name, Op(cops.FETCH_START, cops.fetch_start_payload(
+            topic, partition, resume, version, epoch, *limits, paused=part.paused)))])
 
     # ---- offsets and metadata ----------------------------------------------------------------------------
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None,

@@ -98,8 +98,9 @@ class ClientHandle:
         self.placement: AdaptivePlacement | None = None
         if self.hosts < 0:
             self.hosts = 0
-            if kind == "producer":
-                self.placement = AdaptivePlacement(core_count(), int(conf["kqactors.placement.scale.rate"]))
+            if kind in ("producer", "consumer"):
+                self.placement = AdaptivePlacement(core_count(), int(conf["kqactors.placement.scale.rate"]),
+                                                   retire_s=int(conf["kqactors.placement.retire.ms"]) / 1000.0)
         #: a shared runtime to attach to (``kqactors runtime --dir``), or "" for a runtime of our own
         self.runtime_dir = str(conf.get("kqactors.runtime.dir") or "")
         if self.runtime_dir:
@@ -163,6 +164,18 @@ class ClientHandle:
                                         f"over; {self.placement.toppar_hosts + 1}/{self.placement.max_hosts} "
                                         f"toppar hosts)")
         return self.rt.host_keys.index(key)
+
+    def retire_toppar_host(self, key: str) -> None:
+        """Adaptive placement: stop toppar host ``key`` for good, once its toppars run elsewhere (its log forwarder
+        goes with it)."""
+        assert self.rt is not None and self.placement is not None, "adaptive placement of a started client only"
+        try:
+            self.rt.retire_host(key)
+        except (ActorError, ValueError) as exc:  # it died and is restarting: it stays, idle
+            self.log.debug_any("PLACEMENT", f"toppar host {key} not retired: {exc}")
+            return
+        self.log.debug_any("PLACEMENT", f"toppar host {key} retired ({self.placement.last_rate:.0f} msgs/s; "
+                                        f"{self.placement.toppar_hosts}/{self.placement.max_hosts} toppar hosts)")
 
     def _attach(self, main_factory: str) -> Runtime:
         """Attach to the shared runtime at ``kqactors.runtime.dir``: no process is started. A producer joins the

@@ -1,16 +1,20 @@
 """Adaptive placement: which host runs a partition's toppar actor, and when another toppar host is started.
 
 Runs in: the app process, inside a facade (the producer's hand-over thread calls ``note`` with what it handed over,
-under its hand-over lock). Owns the decision only; the facade starts the host (``ClientHandle.add_toppar_host``)
-and moves its toppars (a hand-over: the old toppar drains, its successor on the new host gets what was held back,
-in order).
+under its hand-over lock; the consumer's polling thread with the records the app took). Owns the decision only; the
+facade starts the host (``ClientHandle.add_toppar_host``), moves its toppars (producer: the old toppar drains, its
+successor gets what was held back, in order; consumer: the successor fetches from the next offset not yet queued
+for the app) and retires hosts (``Runtime.retire_host``).
 
 Why: with ``kqactors.hosts`` at its default (-1, adaptive) a client starts with one actor host, main's, which also
 runs the toppars — two processes in all, and one process hop fewer each way than a toppar host costs, so a quiet
 client has the lowest latency and footprint. When the rate handed over climbs past
 ``kqactors.placement.scale.rate`` messages/s per host already running toppars, one more toppar host is started, up
 to the core count (``KQACTORS_CPU_COUNT`` in the environment overrides it: tests and benchmarks simulate a larger
-machine). Hosts are not stopped again when the rate falls (a host costs memory, not CPU, when idle).
+machine). Once the rate has stayed under half the rate at which the last host joined for
+``kqactors.placement.retire.ms``, that host is retired: its toppars move back (the same hand-over) and its process
+stops, so a burst does not leave idle processes holding memory. A consumer counts the records the app takes
+(consume()/poll()): fetching, and so decoding, follows them once prefetch is full.
 """
 
 from __future__ import annotations
@@ -53,44 +57,84 @@ def fixed_host_for(topic: str, partition: int, toppar_hosts: int) -> int:
 
 class AdaptivePlacement:
     """Toppar hosts that follow the rate. ``max_hosts``: toppar hosts at most (the cores); ``rate``: messages/s
-    per host (main's counts as one while it runs the toppars) above which one more joins."""
+    per host (main's counts as one while it runs the toppars) above which one more joins; ``retire_s``: how long
+    the rate must stay under half the rate at which the last host joined before that host is retired (0: never).
+    """
 
-    def __init__(self, max_hosts: int, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_hosts: int, rate: float, clock: Callable[[], float] = time.monotonic,
+                 retire_s: float = 0.0) -> None:
         if max_hosts < 0:
             raise ValueError("max_hosts must be >= 0")
         if rate <= 0:
             raise ValueError("rate must be > 0")
+        if retire_s < 0:
+            raise ValueError("retire_s must be >= 0")
         self.max_hosts = max_hosts
         self.rate = float(rate)
+        self.retire_s = float(retire_s)
         self.clock = clock
-        #: toppar hosts started so far (h1..hN); 0: the toppars run on main's host
-        self.toppar_hosts = 0
+        #: runtime host indexes of the toppar hosts in use, in joining order; empty: toppars on main's host
+        self.hosts: list[int] = []
         self._window_start = clock()
         self._window_count = 0
         self._settle_until = 0.0
+        self._low_since: float | None = None
         #: the last window's rate, messages/s (statistics, tests)
         self.last_rate = 0.0
 
+    @property
+    def toppar_hosts(self) -> int:
+        """Toppar hosts in use (0: the toppars run on main's host)."""
+        return len(self.hosts)
+
     def host_for(self, topic: str, partition: int) -> int:
-        """Where a partition's toppar belongs now (host index)."""
-        return fixed_host_for(topic, partition, self.toppar_hosts)
+        """Where a partition's toppar belongs now (runtime host index; 0: main's host)."""
+        slot = fixed_host_for(topic, partition, len(self.hosts))
+        return self.hosts[slot - 1] if slot else 0
 
     def note(self, count: int) -> bool:
-        """``count`` messages were handed over now. True when another toppar host should join (the caller
-        then calls ``grew``)."""
-        now = self.clock()
+        """``count`` messages were handed over (or consumed) now. True when another toppar host should join
+        (the caller then calls ``grew``)."""
         self._window_count += count
+        now = self.clock()
+        if not self._close_window(now) or len(self.hosts) >= self.max_hosts or now < self._settle_until:
+            return False
+        return self.last_rate > self.rate * (len(self.hosts) + 1)
+
+    def retire_due(self) -> bool:
+        """Called now and then, also when nothing flows: True when the last host to join should be retired
+        (the caller moves its toppars back with ``retire`` and then stops it)."""
+        now = self.clock()
+        self._close_window(now)
+        if not self.retire_s or not self.hosts or now < self._settle_until or self._low_since is None:
+            return False
+        return now - self._low_since >= self.retire_s
+
+    def _close_window(self, now: float) -> bool:
         elapsed = now - self._window_start
         if elapsed < WINDOW_S:
             return False
         self.last_rate = self._window_count / elapsed
         self._window_start = now
         self._window_count = 0
-        if self.toppar_hosts >= self.max_hosts or now < self._settle_until:
-            return False
-        return self.last_rate > self.rate * (self.toppar_hosts + 1)
+        if self.last_rate * 2 < self.rate * len(self.hosts):
+            if self._low_since is None:
+                self._low_since = now - elapsed
+        else:
+            self._low_since = None
+        return True
 
-    def grew(self) -> None:
-        """One more toppar host runs: partitions are placed over it from now on."""
-        self.toppar_hosts += 1
+    def grew(self, index: int | None = None) -> None:
+        """Toppar host ``index`` (runtime host index; default: the next one) runs: partitions are placed over it
+        from now on."""
+        self.hosts.append(len(self.hosts) + 1 if index is None else index)
         self._settle_until = self.clock() + SETTLE_S
+        self._low_since = None
+
+    def retire(self) -> int:
+        """The last host to join leaves the placement (its toppars belong elsewhere from now on); returns its
+        runtime host index for the caller to move them and then stop the host."""
+        index = self.hosts.pop()
+        self._settle_until = self.clock() + SETTLE_S
+        self._low_since = None
+        return index

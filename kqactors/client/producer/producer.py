@@ -204,6 +204,7 @@ class Producer(_ProducerBase):
         self._placement = None if conf["transactional.id"] else handle.placement
         self._moves = TopparMoves(self._rt, self._buffers.lock, self._spawn_moved, self._logger)
         self._joining: str | None = None  # a toppar host started for adaptive placement, not running yet
+        self._retiring: str | None = None  # a toppar host whose toppars move back, stopped once they have
         self._txn: TransactionalApi | None = None
         if conf["transactional.id"]:
             self._txn_setup(int(conf["transaction.timeout.ms"]))
@@ -682,7 +683,7 @@ class Producer(_ProducerBase):
         buffers = self._buffers
         wake = self._wake
         while not self._closed:
-            if buffers.unsent or self._flushing or self._moves or self._joining:
+            if buffers.unsent or self._flushing or self._moves or self._joining or self._retiring:
                 wake.wait(self._tick_s)  # messages flow (or toppars move): hand over every tick
                 wake.clear()
             else:
@@ -746,6 +747,8 @@ class Producer(_ProducerBase):
         if self._moves:
             for buf in self._moves.advance():
                 buf.restart_notice = True  # its successor gets what was held back, before anything new
+        if self._placement is not None and self._joining is None:
+            self._retire_step()
         self._recover_restarted()
         taken = self._buffers.take_all()
         if not taken:
@@ -870,14 +873,31 @@ class Producer(_ProducerBase):
     def _joined(self) -> None:
         """The new toppar host runs: place partitions over it too, and move the toppars that belong there now (at
         the start of a hand-over: each move counts what was handed over so far as sent to the old toppar)."""
+        index = self._rt.host_keys.index(self._joining)
         self._joining = None
-        self._placement.grew()
+        self._placement.grew(index)
         keys = self._rt.host_keys
         for buf in list(self._buffers.partitions.values()):
             if buf.spawned:
                 target = self._placement.host_for(buf.topic, buf.partition)
                 if keys[target] != buf.host:
                     self._moves.start(buf, target)
+
+    def _retire_step(self) -> None:
+        """Adaptive placement, the rate has dropped: move the last toppar host's toppars back (moves.py) and stop
+        it once none is left there (its successors run elsewhere)."""
+        retiring = self._retiring
+        if retiring is None:
+            if self._moves or not self._placement.retire_due():
+                return
+            retiring = self._retiring = self._rt.host_keys[self._placement.retire()]
+            for buf in list(self._buffers.partitions.values()):
+                if buf.spawned and buf.host == retiring:
+                    self._moves.start(buf, self._placement.host_for(buf.topic, buf.partition))
+        if any(buf.host == retiring for buf in self._buffers.partitions.values() if buf.spawned):
+            return
+        self._retiring = None
+        self._handle.retire_toppar_host(retiring)
 
     def _spawn_moved(self, buf: Any, host: int) -> bool:
         return self._spawn(buf, host)

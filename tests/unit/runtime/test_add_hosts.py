@@ -4,6 +4,8 @@ death is restarted like any other's."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from support.waiting import wait_until
 
@@ -51,3 +53,29 @@ def test_host_ready_after_close_answers_from_what_it_knew() -> None:
     rt.close()
     assert rt.host_ready(key) is True
     assert rt.host_ready(late) in (True, False)  # no ZMQError from the closed inbox
+
+
+def test_a_retired_host_exits_for_good_and_the_others_go_on() -> None:
+    """retire_host: the process exits (its memory is freed) and is not restarted; actors left on it are stopped;
+    the other hosts still reach each other; a later host gets a new key."""
+    with Runtime(hosts=1, transport="zmq", restart_delay=0.05, wait_ready=False) as rt:
+        rt.spawn("old/echo", f"{ACTORS}:EchoActor", {}, host=0)
+        (key,) = rt.add_hosts(1)
+        rt.spawn("left/echo", f"{ACTORS}:EchoActor", {}, host=key)
+        assert rt.request("left/echo", Op("ECHO", {"x": 1}), 30).payload == {"x": 1}
+        pid = rt.host_pid(key)
+        assert pid is not None
+        assert rt.retire_host(key) == ["left/echo"]
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 30, f"host {key} (pid {pid}) to exit")
+        assert rt.host_pid(key) is None and rt.host_restarts(key) == 0
+        assert rt.host_of("left/echo") is None
+        with pytest.raises(ValueError):
+            rt.spawn("again/echo", f"{ACTORS}:EchoActor", {}, host=key)
+        with pytest.raises(ValueError):
+            rt.retire_host("h0")
+        (later,) = rt.add_hosts(1)
+        assert later == "h2" and rt.host_keys == ["h0", "h1", "h2"]
+        rt.spawn("new/relay", f"{ACTORS}:RelayActor", {}, host=later)
+        answer = rt.request("new/relay", Op("RELAY", {"to": "old/echo", "type": "ECHO", "payload": [5]}), 30)
+        assert answer.payload == {"payload": [5], "from": "old/echo", "error": None}
+        assert rt.host_restarts(key) == 0

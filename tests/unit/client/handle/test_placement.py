@@ -43,3 +43,43 @@ def test_core_count_can_be_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
             core_count()
     with pytest.raises(ValueError):
         AdaptivePlacement(max_hosts=2, rate=0)
+
+
+def _idle(placement: AdaptivePlacement, clock: FakeClock, rate: float, seconds: float) -> int:
+    """Hand over at ``rate`` msgs/s (0: nothing at all) for ``seconds``, asking ``retire_due`` as a hand-over
+    thread does every tick; returns how many retirements were asked for (each one done at once)."""
+    retired = 0
+    for _ in range(int(seconds / 0.01)):
+        clock.advance(0.01)
+        if rate:
+            placement.note(int(rate * 0.01))
+        if placement.retire_due():
+            retired += 1
+            placement.retire()
+    return retired
+
+
+def test_hosts_retire_one_by_one_after_the_rate_stays_low_for_retire_s() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock, retire_s=10)
+    for index in (4, 6, 7):  # runtime indexes: a retired host's index is never reused
+        placement.grew(index)
+    assert placement.hosts == [4, 6, 7] and {placement.host_for("t", p) for p in range(6)} == {4, 6, 7}
+    assert _idle(placement, clock, 2_000, 30) == 0  # 2,000 >= half of 3 x 1,000: all three stay
+    assert _idle(placement, clock, 1_000, 9) == 0  # low, but not for retire_s yet
+    assert _idle(placement, clock, 1_000, 2) == 1  # low for 10 s: the last host to join leaves
+    assert placement.hosts == [4, 6] and {placement.host_for("t", p) for p in range(6)} == {4, 6}
+    assert _idle(placement, clock, 1_100, 30) == 0  # 1,100 >= half of 2 x 1,000: no flapping
+    assert _idle(placement, clock, 0, 10 + SETTLE_S + 1) == 1  # nothing flows at all: the rate is 0
+    assert _idle(placement, clock, 0, 11) == 1
+    assert placement.hosts == [] and placement.host_for("t", 3) == 0
+    assert not placement.retire_due()
+
+
+def test_retire_s_zero_keeps_the_hosts() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=2, rate=1_000, clock=clock)
+    placement.grew(1)
+    assert _idle(placement, clock, 0, 120) == 0 and placement.hosts == [1]
+    with pytest.raises(ValueError):
+        AdaptivePlacement(max_hosts=2, rate=10, retire_s=-1)

@@ -33,7 +33,9 @@ class _Harness:
         self.to_app: list[Op] = []
         self.flows: list[bool] = []  # FETCH_FLOW "open" values sent to the broker actor, in order
         self.to_brokers: list[Op] = []  # B_FETCH_START / B_FETCH_STOP, in order
-        self.core = HostCore("h0", self._transmit)
+        self.replica_asks: list[Op] = []  # C_REPLICA_KNOWN requests to main, not answered yet
+        self.now = 1000.0  # the host's clock, moved on by hand to fire timers
+        self.core = HostCore("h0", self._transmit, clock=lambda: self.now)
         self.core.deliver([Op(DIRECTORY, {"set": {BROKER: "h1", FOLLOWER: "h1", ops.broker_name(3): "h1", "main": "h1"}},
                               target=HOST_CONTROL)])
         self.core.spawn(NAME, "kqactors.actors.ctoppar:ConsumerTopparActor", {"topic": "t", "partition": 0}, "app")
@@ -44,6 +46,14 @@ class _Harness:
         self.to_app.extend(op for op in batch if op.type == cops.CONSUMER_BATCH)
         self.flows.extend(op.payload["open"] for op in batch if op.type == cops.FETCH_FLOW)
         self.to_brokers.extend(op for op in batch if op.type in (cops.BROKER_FETCH_START, cops.BROKER_FETCH_STOP))
+        self.replica_asks.extend(op for op in batch if op.type == cops.REPLICA_KNOWN)
+
+    def answer_replicas(self, known: bool) -> None:
+        """main's answer to the ctoppar's KIP-392 question: is the named replica a broker it knows?"""
+        asks, self.replica_asks = self.replica_asks, []
+        for ask in asks:
+            self.core.reply(ask, Op(cops.REPLICA_KNOWN, {"broker_id": ask.payload["broker_id"], "known": known}),
+                            sender="main")
 
     def deliver(self, *batch: Op) -> None:
         for op in batch:
@@ -199,6 +209,9 @@ def test_a_preferred_replica_takes_over_fetching_and_a_revert_or_the_lease_end_g
     h.deliver(h.fetched(_records(10), 0, 10))
     h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
     h.run()
+    assert _moves(h) == [] and [ask.payload["broker_id"] for ask in h.replica_asks] == [2]  # main is asked first
+    h.answer_replicas(True)
+    h.run()
     moves = [op for op in h.to_brokers if op.type == cops.BROKER_FETCH_START]
     assert _moves(h) == [(cops.BROKER_FETCH_STOP, BROKER, None), (cops.BROKER_FETCH_START, FOLLOWER, True)]
     assert moves[0].payload["offset"] == 10  # where the leader left off
@@ -224,6 +237,8 @@ def test_a_preferred_replica_takes_over_fetching_and_a_revert_or_the_lease_end_g
     actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S  # a minute later
     h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
     h.run()
+    h.answer_replicas(True)
+    h.run()
     assert _moves(h) == [(cops.BROKER_FETCH_STOP, BROKER, None), (cops.BROKER_FETCH_START, FOLLOWER, True)]
     # the lease ends: back to the leader; a lease-end of an older lease does nothing
     h.deliver(Op("CTOPPAR_LEASE_END", {"lease": actor._lease - 1}))
@@ -235,16 +250,48 @@ def test_a_preferred_replica_takes_over_fetching_and_a_revert_or_the_lease_end_g
     # a new leader ends it too: from a follower straight to the new leader
     actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S
     h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    h.answer_replicas(True)
+    h.run()
     h.deliver(Op(pops.LEADER, {"broker_id": 3}, sender="main"))
     h.run()
     assert _moves(h)[-2:] == [(cops.BROKER_FETCH_STOP, FOLLOWER, None),
                               (cops.BROKER_FETCH_START, ops.broker_name(3), False)]
+    # main's answer that comes after the partition moved on (a new leader) is not acted on
+    actor._lease_started -= ctoppar.NEW_LEASE_INTERVAL_S
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=ops.broker_name(3)))
+    h.run()
+    h.deliver(Op(pops.LEADER, {"broker_id": 1}, sender="main"))
+    h.run()
+    h.answer_replicas(True)
+    h.run()
+    assert _moves(h) == [(cops.BROKER_FETCH_STOP, ops.broker_name(3), None), (cops.BROKER_FETCH_START, BROKER, False)]
+
+
+def test_a_preferred_replica_main_does_not_know_is_not_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIP-392: main has no broker for the named replica (it refreshes its metadata): fetching goes on at the
+    leader after fetch.error.backoff.ms, never at a broker actor that does not exist."""
+    h = _Harness()
+    h.run()
+    _moves(h)
+    h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 7}, sender=BROKER))
+    h.run()
+    h.answer_replicas(False)
+    h.run()
+    assert _moves(h) == []  # not yet: after the backoff
+    h.now += 0.6  # fetch.error.backoff.ms (500) later
+    h.core.run()  # fires the timer
+    h.run()
+    starts = [op for op in h.to_brokers if op.type == cops.BROKER_FETCH_START]
+    assert _moves(h) == [(cops.BROKER_FETCH_START, BROKER, False)] and starts[0].payload["offset"] == 0
 
 
 def test_a_follower_that_became_the_leader_is_restarted_as_the_leader_on_a_revert() -> None:
     h = _Harness()
     h.run()
     h.deliver(Op(cops.FETCH_PREFERRED, {"version": 2, "broker_id": 2}, sender=BROKER))
+    h.run()
+    h.answer_replicas(True)
     h.run()
     _moves(h)
     h.deliver(Op(pops.LEADER, {"broker_id": 2}, sender="main"))  # the replica it fetches from now leads

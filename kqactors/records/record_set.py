@@ -46,12 +46,19 @@ def _as_bytes(data: bytes | bytearray | memoryview) -> bytes:
     return data if isinstance(data, bytes) else bytes(data)
 
 
+def _as_view(data: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """``data`` for reading headers only (struct.unpack_from and byte indexing): no copy of a fetched
+    slice, which scanning a multi-MB Fetch answer per partition would cost."""
+    return data if isinstance(data, bytes) else memoryview(data).cast("B")
+
+
 def iter_batch_headers(data: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
     """Yield the header of every complete entry; stops silently at a truncated trailing entry.
 
-    Raises CorruptRecordError for an entry whose size or magic is impossible.
+    Raises CorruptRecordError for an entry whose size or magic is impossible. Reads ``data`` in place (the
+    headers keep positions, not bytes of it).
     """
-    buf = _as_bytes(data)
+    buf = _as_view(data)
     pos = 0
     end = len(buf)
     while pos + _MIN_PREFIX <= end:
@@ -73,7 +80,7 @@ def iter_batch_headers(data: bytes | bytearray | memoryview) -> Iterator[BatchHe
 
 def scan_record_set(data: bytes | bytearray | memoryview) -> RecordSetScan:
     """Scan headers (no CRC check, no decompression) and report a truncated trailing entry."""
-    buf = _as_bytes(data)
+    buf = _as_view(data)
     batches = list(iter_batch_headers(buf))
     consumed = batches[-1].position + batches[-1].size if batches else 0
     partial_size = 0

@@ -22,6 +22,7 @@ from typing import Any
 from kqactors.records import CONTROL_ABORT, BatchHeader, CorruptRecordError, decode_batch, iter_batch_headers
 from kqactors.records.reader_v2 import v2_records_section
 
+from . import packing as _packing
 from .packing import MessageBatchWriter
 from .settings import FetchSettings
 
@@ -183,13 +184,25 @@ def iter_decoded(
     serve as the first pair when given."""
     writer = writer if writer is not None else MessageBatchWriter()
     counts = counts if counts is not None else _Counts()
-    buf = records if isinstance(records, bytes) else bytes(records)
+    # Headers, CRCs, decompression and the native v2 packer read the slice in place; a bytes copy is made
+    # (once) only for what decodes into Python objects: legacy messages, control markers, the pure-Python packer.
+    view: bytes | memoryview = records if isinstance(records, bytes) else memoryview(records).cast("B")
+    copied: list[bytes] = []
+
+    def as_bytes() -> bytes:
+        if isinstance(view, bytes):
+            return view
+        if not copied:
+            copied.append(bytes(view))
+        return copied[0]
+
+    in_place = view if _packing._native_records is not None else as_bytes()
     pending = sorted(aborted, key=lambda pair: pair[1]) if read_committed else []
     next_pending = 0
     aborted_pids: set[int] = set()
     skip: tuple[int, int] | None = None  # (last offset, leader epoch) of skipped records not yet covered
     failure: list[CorruptRecordError] = []
-    for header in _headers_until_corrupt(buf, failure) if buf else ():
+    for header in _headers_until_corrupt(view, failure) if len(view) else ():
         if chunk_bytes and writer.nbytes >= chunk_bytes:
             yield writer, counts  # a skip still pending stays pending: later messages may yet cover it
             writer, counts = MessageBatchWriter(), _Counts()
@@ -201,11 +214,11 @@ def iter_decoded(
             if header.is_control:
                 counts.control += 1
                 if read_committed and header.producer_id in aborted_pids:
-                    decode_batch(buf, header, verify_crc=check_crcs)
+                    decode_batch(as_bytes(), header, verify_crc=check_crcs)
                     if header.control_type() == CONTROL_ABORT:
                         aborted_pids.discard(header.producer_id)
                 elif check_crcs:
-                    decode_batch(buf, header, verify_crc=True)  # check.crcs covers markers too
+                    decode_batch(as_bytes(), header, verify_crc=True)  # check.crcs covers markers too
                 if header.next_offset > fetch_offset:
                     skip = (header.last_offset, header.partition_leader_epoch)
                 continue
@@ -217,9 +230,9 @@ def iter_decoded(
             if header.next_offset <= fetch_offset:
                 continue  # wholly before the position: nothing to decode
             if header.magic == 2:
-                _pack_v2_batch(writer, buf, header, fetch_offset, check_crcs)
+                _pack_v2_batch(writer, in_place, header, fetch_offset, check_crcs)
             else:
-                decode_batch(buf, header, verify_crc=check_crcs)
+                decode_batch(as_bytes(), header, verify_crc=check_crcs)
                 writer.add_records(header.records, header.timestamp_type + 1, header.partition_leader_epoch,
                                    fetch_offset)
                 header.records = None  # the decoded tuples are in the frame now; let them go

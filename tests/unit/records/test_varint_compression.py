@@ -150,3 +150,32 @@ def test_zstd_frame_without_content_size() -> None:
     stream = zstandard.ZstdCompressor(write_content_size=False).compressobj()
     frame = stream.compress(PAYLOAD) + stream.flush()
     assert comp.decompress(comp.ZSTD, frame) == PAYLOAD
+
+
+@pytest.mark.parametrize("size", [10, 1 << 20, (comp._ZSTD_GUESS_BYTES * 3) // 2])
+def test_zstd_without_content_size_below_and_beyond_the_first_guess(size: int) -> None:
+    """librdkafka's frames omit the content size: one call into a guessed output serves them, and an output
+    beyond the guess still comes out whole (through the bounded stream)."""
+    import zstandard
+
+    payload = (PAYLOAD * (size // len(PAYLOAD) + 1))[:size]
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(payload)
+    assert zstandard.frame_content_size(frame) == -1
+    assert comp.decompress(comp.ZSTD, frame) == payload
+    with pytest.raises(CompressionError) as info:
+        comp.decompress(comp.ZSTD, frame[:-3])
+    assert info.value.code == -198
+
+
+def test_zstd_without_content_size_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame writing more than MAX_DECOMPRESSED_BYTES is refused, whether the guessed output or the stream
+    meets the bound first."""
+    import zstandard
+
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(3 << 20))
+    monkeypatch.setattr(comp, "MAX_DECOMPRESSED_BYTES", 1 << 20)  # under the guess: the guess is capped
+    with pytest.raises(CompressionError, match="zstd"):
+        comp.decompress(comp.ZSTD, frame)
+    monkeypatch.setattr(comp, "MAX_DECOMPRESSED_BYTES", (5 << 20) // 2)  # over the guess, under the output
+    with pytest.raises(CompressionError, match="zstd"):
+        comp.decompress(comp.ZSTD, frame)

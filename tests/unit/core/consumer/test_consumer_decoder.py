@@ -310,3 +310,17 @@ def test_chunks_hold_about_chunk_bytes_and_only_the_last_has_the_eof() -> None:
     # A chunk closes at the first batch boundary past the limit: never more than one batch over it.
     one_batch = len(SliceDecoder(FetchSettings()).decode(FetchedSlice("t", 3, 7, 0, 10, data(0, 10))).frame)
     assert all(c.nbytes < 300 + one_batch for c in chunks)
+
+
+@pytest.mark.parametrize("check_crcs", [False, True])
+def test_a_slice_given_as_a_view_decodes_as_its_bytes_do(check_crcs: bool) -> None:
+    """A broker actor hands over views of its Fetch answer (the decoder reads them in place, copying only for
+    control markers): a view of a buffer decodes exactly as the same bytes, markers and aborted data included."""
+    records = (data(0, 3) + data(3, 2, codec=ZSTD) + data(5, 2, pid=9, txn=True) + marker(7, 9, commit=False)
+               + data(8, 2, codec=LZ4) + data(10, 1, pid=9, txn=True) + marker(11, 9, commit=True))
+    as_bytes, from_bytes = decode(records, 1, aborted=[(9, 5)], check_crcs=check_crcs)
+    backing = bytearray(b"\xff" * 5 + records + b"\xff" * 3)
+    as_view, from_view = decode(memoryview(backing)[5:5 + len(records)], 1, aborted=[(9, 5)],
+                                check_crcs=check_crcs)
+    assert bytes(as_view.frame) == bytes(as_bytes.frame)
+    assert values(from_view) == values(from_bytes) == [b"m1", b"m2", b"m3", b"m4", b"m8", b"m9", b"m10"]

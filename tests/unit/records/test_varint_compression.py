@@ -150,3 +150,10 @@ def test_zstd_frame_without_content_size() -> None:
     stream = zstandard.ZstdCompressor(write_content_size=False).compressobj()
     frame = stream.compress(PAYLOAD) + stream.flush()
     assert comp.decompress(comp.ZSTD, frame) == PAYLOAD
+
+
+def test_the_small_value_table_is_the_slow_encoding() -> None:
+    """The table encoders use for -1..SMALL_LIMIT-1 (built arithmetically at import) equals the general encoder."""
+    from kqactors.records.varint import SMALL_LIMIT, small_varint_table
+
+    assert small_varint_table() == [encode_varint_slow(n) for n in range(-1, SMALL_LIMIT)]

@@ -190,7 +190,7 @@ def test_toppar_host_crash_between_transactions_does_not_fail_the_next(mock_clus
                 host = wait_until(lambda: rt.host_of(f"toppar/{unique_topic}/0"), 10, "toppar/0 to run")
                 pid = rt.host_pid(host)
                 os.kill(pid, signal.SIGKILL)
-                wait_until(lambda: rt.host_pid(host) not in (None, pid) and rt.host_ready(host), 20,
+                wait_until(lambda host=host, pid=pid: rt.host_pid(host) not in (None, pid) and rt.host_ready(host), 20,
                            "the toppar host to restart")
     finally:
         producer.close(timeout=5)

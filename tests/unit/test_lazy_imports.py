@@ -31,6 +31,7 @@ _PLAIN_PRODUCER_HOST = textwrap.dedent("""
     config = json.loads(sys.argv[1])
     security = BrokerSecurity(broker_connection_config(config))
     security.transport((2, 1, 0, ("127.0.0.1", 9)), "localhost", True).close()
+    assert kqactors.actors.broker.transport.numeric_address("127.0.0.1", 9092)  # a broker's IP literal
     builder = RecordBatchBuilder(codec=codec_id(config.get("compression.codec", "none")))
     builder.append(1, b"key", b"value")
     builder.build()
@@ -43,7 +44,8 @@ _CONSUMER = ["kqactors.actors.broker.source", "kqactors.core.consumer.planner", 
              "kqactors.records.record_set", "kqactors.records.reader_v2"]
 _TRANSACTIONS = ["kqactors.core.producer.txn"]
 _CODECS = ["cramjam", "lz4", "lz4.frame", "zstandard"]
-_HEAVY = ["crc32c", "importlib.metadata", "email", "kqactors.config.properties", "kqactors.config.config"]
+_HEAVY = ["crc32c", "importlib.metadata", "email", "kqactors.config.properties", "kqactors.config.config",
+          "encodings.idna"]
 
 
 def _host_modules(config: dict) -> set[str]:

@@ -111,7 +111,8 @@ def numeric_address(host: str, port: int, family: int = socket.AF_UNSPEC) -> lis
     """Addresses of a numeric host (an IP literal) without any lookup, or None when ``host`` is a name. An
     IP literal of another family than ``family`` has no address: the empty list."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+        literal = host.encode("ascii")  # an IP literal is ASCII; bytes skip the idna codec (and its import)
+        infos = socket.getaddrinfo(literal, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
     except (socket.gaierror, UnicodeError):
         return None

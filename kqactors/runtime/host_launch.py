@@ -45,6 +45,7 @@ def host_interpreter(package_root: str, env: Mapping[str, str]) -> tuple[list[st
         host_env["PYTHONPATH"] = os.pathsep.join([package_root, *inherited])
         return [], host_env
     # sys.path[0] is the app's script directory (or the cwd), which a host never had, unless -P/PYTHONSAFEPATH
-    app_path = sys.path if sys.flags.safe_path else sys.path[1:]
+    # (Python 3.11+) left it out
+    app_path = sys.path if getattr(sys.flags, "safe_path", False) else sys.path[1:]
     host_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([package_root, *(p for p in app_path if p)]))
     return ["-S"], host_env

@@ -17,25 +17,16 @@ import logging
 import math
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kqactors.core.producer.txn import (
-    ApiResult,
-    Fatal,
-    Grant,
-    PurgeQueued,
-    Refuse,
-    SendRequest,
-    SetPid,
-    StateChanged,
-    TxnManager,
-)
-from kqactors.core.producer.txn_errors import normalize
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import producer as pops
 from kqactors.runtime.actor import on
 from kqactors.runtime.op import Op
+
+if TYPE_CHECKING:
+    from kqactors.core.producer.txn import SendRequest, TxnManager
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +55,9 @@ class TxnWiring:
     def _txn_setup(self) -> None:
         transactional_id = self.config.get("transactional.id") or ""
         self.txn: TxnManager | None = None
-        if transactional_id:
+        if transactional_id:  # the transaction manager is loaded by transactional producers only
+            from kqactors.core.producer.txn import TxnManager
+
             self.txn = TxnManager(str(transactional_id), int(self.config.get("transaction.timeout.ms", 60000)),
                                   int(self.config.get("retry.backoff.ms", 100)), self.socket_timeout_ms)
         self._txn_api_waiting: dict[str, list[tuple[Op, float]]] = {}
@@ -176,6 +169,8 @@ class TxnWiring:
 
     def _txn_timeout_error(self, step: str) -> KafkaError:
         assert self.txn is not None
+        from kqactors.core.producer.txn_errors import normalize
+
         if step == "init" and self.txn.init_err and normalize(self.txn.init_err) != KafkaError._TIMED_OUT:
             code = normalize(self.txn.init_err)
             return KafkaError(code, f"Failed to initialize Producer ID: {KafkaError(code).str()}", retriable=True)
@@ -185,6 +180,17 @@ class TxnWiring:
     # ---- actions out ----------------------------------------------------------------------------------
 
     def _txn_run(self, actions: list[Any], now: float) -> None:
+        from kqactors.core.producer.txn import (
+            ApiResult,
+            Fatal,
+            Grant,
+            PurgeQueued,
+            Refuse,
+            SendRequest,
+            SetPid,
+            StateChanged,
+        )
+
         txn = self.txn
         assert txn is not None
         queue = deque(actions)

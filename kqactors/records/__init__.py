@@ -3,36 +3,40 @@
 kqactors.records: the Kafka record formats. RecordBatch v2 build/decode/re-stamp, a cheap header scanner for
 fetched record sets, legacy MessageSet v0/v1 decoding and the compression codecs. Pure Python, with optional
 C twins of the two per-record hot loops (kqactors/native/_native_records.c, switched by kqactors/native/__init__.py).
+
+The names below are loaded from their submodule at first use (PEP 562), so importing one submodule (a
+producer's toppar imports ``batch_v2``) does not load the decoders, and no codec library is imported until a
+batch is compressed or decompressed with it (``compression.py``).
 """
 
-from .batch_v2 import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    RecordBatchBuilder,
-    build_batch,
-    build_control_batch,
-    restamp,
-)
-from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, codec_id, compress, decompress, effective_level
-from .errors import ERR__BAD_COMPRESSION, ERR__BAD_MSG, CompressionError, CorruptRecordError
-from .reader_v2 import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, BatchHeader, Record
-from .record_set import (
-    RecordSetScan,
-    decode_batch,
-    decode_record_set,
-    iter_batch_headers,
-    iter_records,
-    scan_record_set,
-)
+from __future__ import annotations
 
-__all__ = [
-    "CONTROL_ABORT", "CONTROL_COMMIT", "CREATE_TIME", "LOG_APPEND_TIME",
-    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD",
-    "OFFSET", "TIMESTAMP", "KEY", "VALUE", "HEADERS",
-    "ERR__BAD_MSG", "ERR__BAD_COMPRESSION",
-    "BatchHeader", "CompressionError", "CorruptRecordError", "Record", "RecordBatchBuilder", "RecordSetScan",
-    "build_batch", "build_control_batch", "codec_id", "compress", "decode_batch", "decode_record_set",
-    "decompress", "effective_level", "iter_batch_headers", "iter_records", "restamp", "scan_record_set",
-]  # fmt: skip
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "batch_v2": ("CONTROL_ABORT", "CONTROL_COMMIT", "CREATE_TIME", "LOG_APPEND_TIME", "RecordBatchBuilder",
+                 "build_batch", "build_control_batch", "restamp"),
+    "compression": ("NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "codec_id", "compress", "decompress",
+                    "effective_level"),
+    "errors": ("ERR__BAD_MSG", "ERR__BAD_COMPRESSION", "CompressionError", "CorruptRecordError"),
+    "reader_v2": ("OFFSET", "TIMESTAMP", "KEY", "VALUE", "HEADERS", "BatchHeader", "Record"),
+    "record_set": ("RecordSetScan", "decode_batch", "decode_record_set", "iter_batch_headers", "iter_records",
+                   "scan_record_set"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))

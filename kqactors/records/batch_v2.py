@@ -16,11 +16,10 @@ import struct
 import time
 from collections.abc import Iterable, Sequence
 
-from crc32c import crc32c
-
 from kqactors.native import NATIVE_RECORDS as _native_records
 
 from .compression import NONE, compress, effective_level
+from .crc import crc32c
 from .packed import ENTRY as _PACKED_ENTRY
 from .packed import HEADER as _PACKED_HEADER
 from .varint import SMALL_LIMIT, encode_varint, small_varint_table

@@ -10,21 +10,33 @@ bounds it by receive.message.max.bytes, whose default this is), and a size a pay
 preamble, an lz4 or zstd frame's content size) is believed only up to that bound and, for snappy, up to what
 its compressed bytes can expand to; so a few bytes claiming 2 GiB are a CompressionError, not a 2 GiB
 allocation.
+
+The codec libraries (cramjam, lz4, zstandard) are imported at a codec's first use (``_lib``): a client that
+never compresses or decompresses with one does not load it at start-up.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
 from collections.abc import Callable
-
-import cramjam
-import lz4.frame
-import zstandard
+from typing import Any
 
 from .errors import CompressionError
 
 Buffer = bytes | bytearray | memoryview
+
+_LIBS: dict[str, Any] = {}
+
+
+def _lib(name: str) -> Any:
+    """A codec's library (``cramjam``, ``lz4.frame``, ``zstandard``), imported at its first use."""
+    lib = _LIBS.get(name)
+    if lib is None:
+        lib = _LIBS[name] = importlib.import_module(name)
+    return lib
+
 
 NONE = 0
 GZIP = 1
@@ -91,28 +103,28 @@ def _gzip_compress(data: Buffer, level: int) -> bytes:
 
 def _snappy_compress(data: Buffer, level: int) -> bytes:
     # librdkafka writes one raw snappy block (no xerial framing); Java brokers and clients accept it.
-    return bytes(cramjam.snappy.compress_raw(data))
+    return bytes(_lib("cramjam").snappy.compress_raw(data))
 
 
 def _lz4_compress(data: Buffer, level: int) -> bytes:
     # Independent 64 KiB blocks, no content size: the subset every Kafka implementation reads.
-    return lz4.frame.compress(
+    return _lib("lz4.frame").compress(
         data,
         compression_level=level,
-        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        block_size=_lib("lz4.frame").BLOCKSIZE_MAX64KB,
         block_linked=False,
         content_checksum=False,
         store_size=False,
     )
 
 
-_zstd_compressors: dict[int, zstandard.ZstdCompressor] = {}
+_zstd_compressors: dict[int, Any] = {}  # level → zstandard.ZstdCompressor
 
 
 def _zstd_compress(data: Buffer, level: int) -> bytes:
     compressor = _zstd_compressors.get(level)
     if compressor is None:
-        compressor = _zstd_compressors[level] = zstandard.ZstdCompressor(level=level)
+        compressor = _zstd_compressors[level] = _lib("zstandard").ZstdCompressor(level=level)
     return compressor.compress(data)
 
 
@@ -139,7 +151,7 @@ def snappy_xerial_compress(data: Buffer, block_size: int = _XERIAL_BLOCK_SIZE) -
     view = memoryview(data)
     out = bytearray(_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1))
     for start in range(0, len(view), block_size):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + block_size]))
+        block = bytes(_lib("cramjam").snappy.compress_raw(view[start : start + block_size]))
         out += _INT32.pack(len(block))
         out += block
     return bytes(out)
@@ -193,7 +205,7 @@ def _snappy_raw(block: Buffer) -> bytes:
         shift += 7
     if declared > min(MAX_DECOMPRESSED_BYTES, len(view) * _SNAPPY_MAX_RATIO + 64):
         raise CompressionError(f"snappy block of {len(view)} bytes declares {declared} bytes uncompressed")
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return bytes(_lib("cramjam").snappy.decompress_raw(block))
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
@@ -225,12 +237,12 @@ def _snappy_xerial_decompress(view: memoryview) -> bytes:
 
 
 def _lz4_decompress(data: Buffer) -> bytes:
-    declared = lz4.frame.get_frame_info(data)["content_size"]  # 0: not declared
+    declared = _lib("lz4.frame").get_frame_info(data)["content_size"]  # 0: not declared
     if declared > MAX_DECOMPRESSED_BYTES:
         raise _too_big("lz4", declared)
     if declared or len(data) * _LZ4_MAX_RATIO <= MAX_DECOMPRESSED_BYTES:
-        return lz4.frame.decompress(data)
-    decompressor = lz4.frame.LZ4FrameDecompressor()
+        return _lib("lz4.frame").decompress(data)
+    decompressor = _lib("lz4.frame").LZ4FrameDecompressor()
     parts = [decompressor.decompress(data, max_length=_CHUNK)]
     total = len(parts[0])
     while not decompressor.eof and decompressor.needs_input is False:
@@ -243,29 +255,32 @@ def _lz4_decompress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-_zstd_decompressor = zstandard.ZstdDecompressor()
+_zstd_decompressors: list[Any] = []  # the one zstandard.ZstdDecompressor, made at the first zstd batch
 #: first output size tried for a zstd frame that does not declare its content size (see _zstd_decompress)
 _ZSTD_GUESS_BYTES = 2 << 20
 
 
 def _zstd_decompress(data: Buffer) -> bytes:
+    zstandard = _lib("zstandard")
+    if not _zstd_decompressors:
+        _zstd_decompressors.append(zstandard.ZstdDecompressor())
     declared = zstandard.frame_content_size(data)  # -1: not declared
     if declared > MAX_DECOMPRESSED_BYTES:
         raise _too_big("zstd", declared)
     if declared >= 0:
-        return _zstd_decompressor.decompress(data)
+        return _zstd_decompressors[0].decompress(data)
     # Streaming writers (zstd-jni, librdkafka) omit the content size. First one call into an output of a
     # guessed size (bounded, so no bomb can make it allocate more): a guess of up to ~2 MiB is one malloc
     # off the heap, and one call costs ~25% less CPU than the bounded stream below (1 MiB batches of
     # librdkafka). Output beyond the guess (or a damaged frame) fails that call; then the stream decides.
     try:
-        return _zstd_decompressor.decompress(data, max_output_size=min(MAX_DECOMPRESSED_BYTES,
-                                                                        max(_ZSTD_GUESS_BYTES, 4 * len(data))))
+        return _zstd_decompressors[0].decompress(data, max_output_size=min(MAX_DECOMPRESSED_BYTES,
+                                                                            max(_ZSTD_GUESS_BYTES, 4 * len(data))))
     except zstandard.ZstdError:
         pass
     # Decode incrementally, bounded: an input slice of 1 KiB writes at most ~32 MiB (a 4-byte RLE block
     # writes 128 KiB)
-    decompressor = _zstd_decompressor.decompressobj()
+    decompressor = _zstd_decompressors[0].decompressobj()
     parts = []
     total = 0
     view = memoryview(data)

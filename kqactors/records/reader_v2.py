@@ -10,8 +10,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from crc32c import crc32c
-
 from .batch_v2 import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -22,6 +20,7 @@ from .batch_v2 import (
     TRANSACTIONAL_MASK,
 )
 from .compression import NONE, decompress
+from .crc import crc32c
 from .errors import CompressionError, CorruptRecordError
 
 #: Index of each field in a decoded record tuple.

@@ -37,8 +37,10 @@ def encode_varint_slow(value: int) -> bytes:
     return _encode_unsigned(zigzag(value) & 0xFFFFFFFFFFFFFFFF)
 
 
-# _SMALL[n + 1] is the encoding of n for -1 <= n < SMALL_LIMIT.
-_SMALL: list[bytes] = [encode_varint_slow(n) for n in range(-1, SMALL_LIMIT)]
+# _SMALL[n + 1] is the encoding of n for -1 <= n < SMALL_LIMIT: zig-zag values below 2**14, one or two bytes,
+# built without a call per entry (every host that builds batches makes it at start-up; SMALL_LIMIT <= 2**13)
+_SMALL: list[bytes] = [bytes((z,)) if z < 0x80 else bytes(((z & 0x7F) | 0x80, z >> 7))
+                       for z in [1, *range(0, SMALL_LIMIT << 1, 2)]]
 
 
 def encode_varint(value: int) -> bytes:

@@ -27,6 +27,7 @@ import zmq
 import kqactors
 
 from .host import READY, SUPERVISOR_KEY
+from .host_launch import host_interpreter
 from .op import REPLY, SUPERVISOR, TERMINATE, ActorError, ErrorCode, Op
 from .transport_zmq import ZmqInbox, ZmqOutbox
 
@@ -72,10 +73,8 @@ class ZmqControl:
 
     # -- launching (on the watcher thread) -------------------------------------------------------------
     def _launch(self, key: str) -> subprocess.Popen:
-        env = dict(os.environ)
-        root = _package_root()
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, "-m", "kqactors.runtime.host_process", "--key", key, "--run-dir", self._run_dir,
+        options, env = host_interpreter(_package_root(), os.environ)  # -S when safe: host_launch.py
+        cmd = [sys.executable, *options, "-m", "kqactors.runtime.host_process", "--key", key, "--run-dir", self._run_dir,
                "--parent-pid", str(os.getpid()), "--log-level", self._log_level]
         if key in self._launched:
             cmd.append("--restarted")

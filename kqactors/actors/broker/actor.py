@@ -6,7 +6,9 @@ dispatch of every completion to the part that sent the request. Exactly one resu
 The actor is composed of parts, each owning its side of the connection: ``sink.ProduceSink`` (XMIT → Produce,
 always present) and ``source.FetchSource`` (the consumer's fetch loop, present only when spawned with
 ``consumer=True`` or ``fetch=<FetchSettings dict>``). Parts contribute op handlers and send requests tagged with
-their completion callback; the socket layer is ``transport.py``.
+their completion callback; the socket layer is ``transport.py``. The fetch part (with the consumer's fetch
+planner and record decoding) is imported only by a broker actor that fetches, and ``security.py`` loads TLS and
+SASL only when configured: a plaintext producer's main host loads neither (tests/unit/test_lazy_imports.py).
 
 Ops in:  REQUEST (any actor, as a runtime request), BROKER_UPDATE, PARTITION_JOIN/LEAVE, STATS (main), plus the
          parts' ops (XMIT; B_FETCH_START/STOP, FETCH_FLOW).
@@ -20,12 +22,11 @@ import errno
 import os
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqactors.actors.broker import transport as transports
 from kqactors.actors.broker.security import SECURITY_ERRORS, BrokerSecurity
 from kqactors.actors.broker.sink import ProduceSink
-from kqactors.actors.broker.source import FetchSource
 from kqactors.actors.broker.throttle import CLIENT_REPORTER, throttle_time_ms
 from kqactors.core.connection import (
     MAX_RESPONSE_SIZE,
@@ -36,7 +37,6 @@ from kqactors.core.connection import (
     ReconnectBackoff,
     Request,
 )
-from kqactors.core.consumer.settings import FetchSettings
 from kqactors.core.log import LOG_DEBUG, LOG_ERR, ClientLog
 from kqactors.core.stats import broker_stats, monotonic_us
 from kqactors.errors import KafkaError
@@ -46,6 +46,9 @@ from kqactors.protocol.requests import REQUEST_KINDS, RequestKind
 from kqactors.runtime.actor import Actor, ActorContext, on
 from kqactors.runtime.op import Op
 from kqactors.runtime.threadsafe import ThreadInbox
+
+if TYPE_CHECKING:
+    from kqactors.actors.broker.source import FetchSource
 
 RECV_SIZE = 256 * 1024
 TICK_SECONDS = 0.05
@@ -129,7 +132,10 @@ class BrokerActor(Actor):
         self.sink.transactional_id = _conf(config, "transactional.id", None) or None
         self._handlers.update(self.sink.handlers())
         self.source: FetchSource | None = None
-        if consumer or fetch is not None:
+        if consumer or fetch is not None:  # a consumer's broker: its fetch part is loaded now, not by producers
+            from kqactors.actors.broker.source import FetchSource
+            from kqactors.core.consumer.settings import FetchSettings
+
             settings = FetchSettings.from_dict(fetch) if fetch is not None else FetchSettings.from_config(config)
             self.source = FetchSource(self, settings)
             self._handlers.update(self.source.handlers())

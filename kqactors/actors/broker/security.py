@@ -11,22 +11,25 @@ backoff, as librdkafka) and the next KIP-368 re-authentication — while an UP c
 
 Secrets (passwords, key PEMs, tokens) stay inside this object and the connection's mechanism; ``repr`` shows
 neither, and no log line or error text carries them.
+
+The TLS and SASL machinery (``ssl``, ``core.tls``, ``core.sasl``, ``tls_transport``) is imported when a client's
+security.protocol asks for it: a plaintext client's main host never loads it (tests/unit/test_lazy_imports.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqactors.actors.broker import transport as transports
-from kqactors.core.sasl.mechanisms import SaslCredentials
-from kqactors.core.sasl.oauthbearer import OAuthToken
-from kqactors.core.sasl.steps import SaslAuthenticator
-from kqactors.core.tls import TLS_PROPERTIES, TlsConfigError, context_for
 from kqactors.errors import KafkaError
 from kqactors.ops import client as ops
 from kqactors.ops import security as sops
 from kqactors.runtime.op import Op
+
+if TYPE_CHECKING:
+    from kqactors.core.sasl.oauthbearer import OAuthToken
+    from kqactors.core.sasl.steps import SaslAuthenticator
 
 SECURITY_ERRORS = frozenset({KafkaError._SSL, KafkaError._AUTHENTICATION})
 _TOKEN_MARGIN_S = 1.0  # a token this close to expiry is not used for a new connection
@@ -40,12 +43,18 @@ class BrokerSecurity:
         self.protocol = protocol
         self.tls = protocol in ("ssl", "sasl_ssl")
         self.sasl = protocol in ("sasl_plaintext", "sasl_ssl")
-        self._tls_config = {name: config[name] for name in TLS_PROPERTIES if name in config}
+        self._tls_config: dict[str, Any] = {}
+        if self.tls:
+            from kqactors.core.tls import TLS_PROPERTIES  # TLS only: ssl is not loaded for plaintext
+            self._tls_config = {name: config[name] for name in TLS_PROPERTIES if name in config}
         self.mechanism = str(config.get("sasl.mechanisms") or "GSSAPI") if self.sasl else ""
         self.token: OAuthToken | None = None
         self.token_pending = False
         self.authenticator: SaslAuthenticator | None = None
         if self.sasl:
+            from kqactors.core.sasl.mechanisms import SaslCredentials  # SASL only
+            from kqactors.core.sasl.steps import SaslAuthenticator
+
             self.authenticator = SaslAuthenticator(SaslCredentials(
                 self.mechanism, str(config.get("sasl.username") or ""), str(config.get("sasl.password") or ""),
                 token=lambda: self.token))
@@ -60,6 +69,8 @@ class BrokerSecurity:
         them, as librdkafka). The running mechanism, if any, finishes with the ones it started with."""
         if self.authenticator is None:
             return
+        from kqactors.core.sasl.mechanisms import SaslCredentials  # loaded with the authenticator
+
         current = self.authenticator.credentials
         self.authenticator.credentials = SaslCredentials(current.mechanism, username, password, token=current.token)
 
@@ -78,11 +89,14 @@ class BrokerSecurity:
         TLS settings cannot be applied."""
         if not self.tls:
             return transports.PlainTransport(address, nodelay, **socket_options)
+        from kqactors.actors.broker.tls_transport import TlsTransport
+        from kqactors.core.tls import TlsConfigError, context_for
+
         try:
             context = context_for(self._tls_config)
         except TlsConfigError as exc:
             raise transports.TlsError(str(exc)) from None
-        return transports.TlsTransport(address, context, host, nodelay, **socket_options)
+        return TlsTransport(address, context, host, nodelay, **socket_options)
 
     # ---- OAUTHBEARER tokens --------------------------------------------------------------------------------
     def needs_token(self) -> bool:
@@ -106,6 +120,8 @@ class BrokerSecurity:
             if payload.get("value") is None:
                 done(f"no OAUTHBEARER token: {payload.get('error') or 'the token source has none'}")
                 return
+            from kqactors.core.sasl.oauthbearer import OAuthToken  # OAUTHBEARER only
+
             self.token = OAuthToken(payload["value"], float(payload["expiry"]), payload.get("principal", ""),
                                     tuple(tuple(kv) for kv in payload.get("extensions") or ()))
             done("")

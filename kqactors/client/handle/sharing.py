@@ -15,7 +15,6 @@ producer's identity) and OAUTHBEARER clients (each runs its own oauth_cb).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -49,4 +48,6 @@ def group_key(kind: str, shipped: Mapping[str, Any], main_factory: str) -> str |
         return None
     items = sorted((name, value) for name, value in shipped.items() if name not in APP_SIDE_ONLY)
     text = json.dumps(items, default=repr, separators=(",", ":"))
+    import hashlib  # only clients attaching to a shared runtime need it: not imported by `import kqactors`
+
     return hashlib.sha256(text.encode()).hexdigest()  # secrets in the settings reach the server only hashed

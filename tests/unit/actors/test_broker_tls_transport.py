@@ -10,7 +10,7 @@ import ssl
 import pytest
 
 from kqactors.actors.broker import transport as transports
-from kqactors.actors.broker.transport import JOIN_BELOW, MAX_TLS_WRITE, TlsError, TlsTransport
+from kqactors.actors.broker.tls_transport import JOIN_BELOW, MAX_TLS_WRITE, TlsError, TlsTransport
 
 
 class FakeSsl:

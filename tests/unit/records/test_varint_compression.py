@@ -179,3 +179,10 @@ def test_zstd_without_content_size_stays_bounded(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(comp, "MAX_DECOMPRESSED_BYTES", (5 << 20) // 2)  # over the guess, under the output
     with pytest.raises(CompressionError, match="zstd"):
         comp.decompress(comp.ZSTD, frame)
+
+
+def test_the_small_value_table_is_the_slow_encoding() -> None:
+    """The table encoders use for -1..SMALL_LIMIT-1 (built arithmetically at import) equals the general encoder."""
+    from kqactors.records.varint import SMALL_LIMIT, small_varint_table
+
+    assert small_varint_table() == [encode_varint_slow(n) for n in range(-1, SMALL_LIMIT)]

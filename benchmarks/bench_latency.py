@@ -10,12 +10,18 @@ over repeats of p50/p99/p99.9/max, the whole process tree's peak RSS and process
     python benchmarks/bench_latency.py                       # 3 repeats, the librdkafka mock cluster (~2.5 min)
     python benchmarks/bench_latency.py --repeats 5 --count 30000
     python benchmarks/bench_latency.py --set kqactors.hosts=2 --clients kqactors   # a fixed placement
+    python benchmarks/bench_latency.py --tree before=/tmp/base   # + kqactors from another source tree, same run
+
+``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: kqactors imported from PATH (a checkout of other code, its
+native extensions built), run alternately with the others, so a change is measured before/after under the same
+load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,13 +33,19 @@ FIELDS = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
 
 
 def run_once(client: str, bootstrap: str, topic: str, args: argparse.Namespace) -> dict:
+    env = None
+    tree = args.trees.get(client)
+    if tree is not None:  # kqactors from another source tree
+        env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        client = "kqactors"
     command = [sys.executable, str(CLIENTS_DIR / "latency_runner.py"), "--client", client, "--bootstrap", bootstrap,
                "--topic", topic, "--count", str(args.count), "--rate", str(args.rate),
                "--fetch-wait-ms", str(args.fetch_wait_ms)]
     if client == "kqactors":
         for item in args.set:
             command += ["--set", item]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(CLIENTS_DIR))
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(CLIENTS_DIR),
+                            env=env)
     sampler = TreeSampler(proc.pid).start()
     try:
         out, err = proc.communicate(timeout=args.count / args.rate + 120)
@@ -56,8 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch-wait-ms", type=int, default=2)
     parser.add_argument("--clients", default="kqactors,confluent-kafka")
     parser.add_argument("--set", action="append", default=[], help="kqactors property name=value")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
+                        help="also run kqactors imported from PATH, as client kqactors-LABEL")
     args = parser.parse_args(argv)
     clients = args.clients.split(",")
+    args.trees = {}
+    for item in args.tree:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
+            parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
+        args.trees[f"kqactors-{label}"] = os.path.abspath(path)
+        clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
     runs: dict[str, list[dict]] = {client: [] for client in clients}
     with broker_for_run(args.bootstrap, "mock") as broker:
         for repeat in range(args.repeats):

@@ -601,10 +601,17 @@ class Runtime:
         if inbox is not None:
             # One batch per pump: the waiter re-checks its condition between batches. The timeout is
             # usually PUMP_SLICE, so the socket's RCVTIMEO rarely changes.
+            # Whole milliseconds in libzmq's own wait, the sub-millisecond rest in a precise one: a wait
+            # rounded up to the millisecond returned up to 1 ms after the caller's deadline (a consume()
+            # that got a message kept it that much longer).
+            timeout_ms = int(timeout * 1000)
             with p.recv_lock:
                 if p.closing:
                     return
-                batches = inbox.recv_within(int(timeout * 1000 + 0.999), 1)
+                if timeout_ms == 0 and timeout > 0 and not inbox.wait_readable(timeout):
+                    batches = []
+                else:
+                    batches = inbox.recv_within(timeout_ms, 1)
             for batch in batches:
                 self._route_all(batch)
         else:

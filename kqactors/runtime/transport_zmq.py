@@ -9,9 +9,11 @@ follow.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 
 import zmq
@@ -27,6 +29,7 @@ _NOBLOCK = int(zmq.NOBLOCK)
 _RCVTIMEO = int(zmq.RCVTIMEO)
 _RCVMORE = int(zmq.RCVMORE)
 _get_ident = threading.get_ident
+_monotonic = time.monotonic
 _MAIN_THREAD = threading.main_thread().ident
 
 
@@ -103,9 +106,31 @@ class ZmqInbox:
         self.socket.setsockopt(zmq.RCVHWM, 0)
         self.socket.bind(endpoint(run_dir, key))
         self._rcvtimeo = -1
+        self._fd: int | None = None  # ZMQ_FD, read on the first wait_readable()
 
     def poll(self, timeout_ms: int) -> bool:
         return bool(zmq.zmq_poll([(self.socket, _POLLIN)], timeout_ms))
+
+    def wait_readable(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` (microsecond precision) for a message; takes nothing off the socket.
+
+        libzmq counts its waits (zmq_poll, RCVTIMEO) in whole milliseconds: a caller whose deadline is
+        0.3 ms away either returned at once or overshot by 0.7 ms (a consume() in a produce loop returned
+        its messages up to a millisecond late). Here select() waits on the socket's notification fd, which
+        becomes readable whenever its events may have changed, so ZMQ_EVENTS is read again each time
+        (reading it also re-arms the fd). Interruptible on the main thread, like zmq_poll."""
+        sock = self.socket
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = sock.getsockopt(zmq.FD)
+        deadline = _monotonic() + timeout_s
+        while True:
+            if sock.getsockopt(_EVENTS) & _POLLIN:
+                return True
+            remaining = deadline - _monotonic()
+            if remaining <= 0:
+                return False
+            select.select((fd,), (), (), remaining)
 
     def recv_within(self, timeout_ms: int, limit: int = DRAIN_LIMIT) -> list[list[Op]]:
         """Wait up to ``timeout_ms`` for a message and take up to ``limit`` waiting ones; [] on timeout.

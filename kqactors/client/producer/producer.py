@@ -63,8 +63,10 @@ _FLUSH_MESSAGES = 4096
 # linger.ms=0: produce() hands the first message over itself only after this long without a hand-over (a quiet
 # period, so that message leaves at once). Sooner, it wakes the flusher instead, which hands over whatever
 # accumulated meanwhile: under load messages go in batches, as librdkafka's at linger.ms=0 batch what arrives
-# while a request is in flight. Handing over every message itself made produce() 20x slower.
-_QUIET_S = 0.001
+# while a request is in flight. Handing over every message itself made produce() 20x slower (a thread producing
+# flat out calls it every few microseconds). It was 1 ms: at 1,000 msg/s about half the messages came sooner
+# than that after the previous one and paid a flusher wake-up (a thread switch and a GIL hand-off) each.
+_QUIET_S = 0.0002
 _METADATA_RETRY_S = 1.0         # a topic known not to exist (or failed for good) is looked up again after this
 _LOOKUP_TIMEOUT_S = 2.0         # longest wait for one metadata answer of the resolver (it asks again after)
 # Topic errors that fail a topic's messages at once (librdkafka's topic state ERROR); UNKNOWN_TOPIC_OR_PART

@@ -82,3 +82,41 @@ def test_inbox_bounded_receive_times_out_then_delivers() -> None:
     finally:
         context.term()
         remove_run_dir(run_dir)
+
+
+def test_inbox_wait_readable_is_precise_and_takes_nothing() -> None:
+    run_dir = make_run_dir()
+    context = zmq.Context()
+    try:
+        inbox = ZmqInbox(context, run_dir, "rx")
+        outbox = ZmqOutbox(context, run_dir)
+        started = time.monotonic()
+        assert inbox.wait_readable(0.0003) is False
+        assert time.monotonic() - started >= 0.0003
+        outbox.send("rx", [Op("A", 1, target="x")])
+        assert inbox.wait_readable(5.0) is True
+        assert inbox.wait_readable(0.0) is True  # still there: waiting took nothing off the socket
+        assert [op.type for batch in inbox.recv_within(0) for op in batch] == ["A"]
+        assert inbox.wait_readable(0.0002) is False
+        outbox.close()
+        inbox.close()
+    finally:
+        context.term()
+        remove_run_dir(run_dir)
+
+
+def test_app_wait_ends_at_a_sub_millisecond_deadline() -> None:
+    """libzmq waits in whole milliseconds: a 0.2 ms wait rounded up to 1 ms kept a consume() (and its
+    messages) up to a millisecond past its timeout. The best of 30 waits shows the rounding is gone
+    (before, none came back sooner than 1 ms), with room for a loaded machine."""
+    from kqactors.runtime import Runtime
+
+    with Runtime(hosts=1) as rt:
+        queue = rt.new_queue()
+        waits = []
+        for _ in range(30):
+            started = time.perf_counter()
+            assert queue.poll(0.0002) is None
+            waits.append(time.perf_counter() - started)
+        assert min(waits) >= 0.0002
+        assert min(waits) < 0.0008, sorted(waits)[:5]

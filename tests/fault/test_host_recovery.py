@@ -103,6 +103,38 @@ def test_flat_out_idempotent_producer_survives_a_main_host_kill_on_tansu(tansu, 
     assert row["stall_s"] < STALL_LIMIT_S, row
 
 
+# ---- a host that dies before its toppars start ---------------------------------------------------------------
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
+def test_toppars_whose_host_dies_before_they_start_are_started_after_its_restart(mock_cluster, unique_topic,
+                                                                                   idempotent):
+    """The toppar host is killed before any toppar runs there: the first spawns meet a dead or restarting host.
+    That is an internal fault too: the messages wait (in order) and go out once the restarted host takes the
+    toppars; none fails. (They used to fail with _TRANSPORT: 'could not start toppar ...: DEAD_ACTOR'.)"""
+    create_topic(mock_cluster, unique_topic)
+    reports: list[tuple[int, int, object]] = []
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "kqactors.hosts": 2, "linger.ms": 5,
+                         "enable.idempotence": idempotent,
+                         "on_delivery": lambda err, msg: reports.append((msg.partition(), int(msg.value()), err))})
+    rt = producer._rt
+    try:
+        victim = rt.host_keys[1]
+        pid = wait_until(lambda: rt.host_pid(victim), 10, "the toppar host to be launched")
+        os.kill(pid, signal.SIGKILL)
+        for i in range(600):
+            producer.produce(unique_topic, b"%d" % i, partition=i % PARTITIONS)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+    finally:
+        producer.close(timeout=5)
+    assert [err for _p, _v, err in reports if err is not None] == []
+    assert sorted(v for _p, v, _err in reports) == list(range(600))
+    for partition in range(PARTITIONS):  # delivered in produce order per partition
+        values = [v for p, v, _err in reports if p == partition]
+        assert values == sorted(values), partition
+    assert rt.host_restarts(victim) >= 1, "the host was not restarted: the test did not test anything"
+
+
 # ---- a host crash in the middle of a transaction -------------------------------------------------------------
 
 def outcomes(bootstrap: str, topic: str) -> dict[str, list[bytes]]:

@@ -36,7 +36,7 @@ class PartitionBuffer:
     """Messages of one partition not yet handed to its toppar actor, plus those awaiting a report."""
 
     __slots__ = ("topic", "partition", "name", "packer", "next_msgid", "pending", "spawned", "host",
-                 "incarnation", "handed_upto", "restart_notice", "seq_notes", "seq_next")
+                 "incarnation", "handed_upto", "restart_notice", "seq_notes", "seq_next", "spawn_retry_at")
 
     def __init__(self, topic: str, partition: int, packer_class: Callable[[], Any] = PyMessagePacker) -> None:
         self.topic = topic
@@ -50,6 +50,9 @@ class PartitionBuffer:
         self.incarnation = 0           # that host's restart count when the toppar was last known alive
         self.handed_upto = 0           # highest msgid handed over to the toppar
         self.restart_notice = False    # the toppar was restarted and must hear so before new messages
+        # its toppar could not be started yet (its host was restarting): when to try again (monotonic; 0: not
+        # waiting). Its messages wait, pending, and are handed over in order once it runs.
+        self.spawn_retry_at = 0.0
         # crash recovery (recovery.py): sequences of the idempotent toppar's unreported batches, first_msgid →
         # (count, producer_id, epoch, base_seq), and (producer_id, epoch, next sequence) after the last one
         self.seq_notes: dict[int, tuple[int, int, int, int]] = {}

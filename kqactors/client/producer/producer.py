@@ -35,7 +35,13 @@ from kqactors.client.handle.placement import fixed_host_for
 from kqactors.client.handle.recovery import MainState
 from kqactors.client.producer.buffers import new_delivery_counter, new_producer_buffers, serve_reports_py
 from kqactors.client.producer.moves import TopparMoves
-from kqactors.client.producer.recovery import brokers_down, lost_runs, note_sequences, recovery_ops
+from kqactors.client.producer.recovery import (
+    brokers_down,
+    expired_upto,
+    lost_runs,
+    note_sequences,
+    recovery_ops,
+)
 from kqactors.client.producer.transactions import TransactionalApi
 from kqactors.client.producer.unassigned import RETRY, HeldMessage, UnassignedMessages
 from kqactors.config import Config
@@ -80,6 +86,9 @@ _IDLE_WAIT_S = 0.2              # the flusher's sleep with nothing buffered (a h
 # failed (retriable _TRANSPORT) and the spawn is tried again with the partition's next messages, instead of
 # stalling every partition's hand-over for the runtime's default 30 s.
 _SPAWN_TIMEOUT_S = 5.0
+#: A toppar whose spawn met a dying or restarting host is tried again this much later (a restart takes ~0.5 s).
+_SPAWN_RETRY_S = 0.1
+_HOST_RESTART_CODES = frozenset({"DEAD_ACTOR", "TIMED_OUT"})
 
 _time_ns = time.time_ns
 
@@ -205,6 +214,10 @@ class Producer(_ProducerBase):
         # (moves.py); a transactional producer's toppars stay where they start
         self._placement = None if conf["transactional.id"] else handle.placement
         self._moves = TopparMoves(self._rt, self._buffers.lock, self._spawn_moved, self._logger)
+        # toppars whose first spawn met a restarting host (name → buffer), tried again by _retry_spawns; and those
+        # started late that way, re-handed their waiting messages without a restart notice
+        self._awaiting_spawn: dict[str, Any] = {}
+        self._fresh_rehand: set[str] = set()
         self._joining: str | None = None  # a toppar host started for adaptive placement, not running yet
         self._retiring: str | None = None  # a toppar host whose toppars move back, stopped once they have
         self._txn: TransactionalApi | None = None
@@ -636,6 +649,10 @@ class Producer(_ProducerBase):
             for topic, messages in self._unassigned.take_all().items():
                 self._fail_held(topic, messages, KafkaError._PURGE_QUEUE)
             self._buffers.fail_unsent(KafkaError._PURGE_QUEUE, self._on_delivery)
+            if self._awaiting_spawn:  # taken already, but no toppar has them yet: still queued
+                with self._handover_lock:
+                    for buf in list(self._awaiting_spawn.values()):
+                        self._fail_pending(buf, buf.handed_upto, KafkaError._PURGE_QUEUE)
         op_payload = {"in_queue": bool(in_queue), "in_flight": bool(in_flight)}
         targets = [buf.name for buf in self._buffers.partitions_with_pending() if buf.spawned]
         if not targets:
@@ -685,7 +702,8 @@ class Producer(_ProducerBase):
         buffers = self._buffers
         wake = self._wake
         while not self._closed:
-            if buffers.unsent or self._flushing or self._moves or self._joining or self._retiring:
+            if (buffers.unsent or self._flushing or self._moves or self._joining or self._retiring
+                    or self._awaiting_spawn):
                 wake.wait(self._tick_s)  # messages flow (or toppars move): hand over every tick
                 wake.clear()
             else:
@@ -751,6 +769,7 @@ class Producer(_ProducerBase):
                 buf.restart_notice = True  # its successor gets what was held back, before anything new
         if self._placement is not None and self._joining is None:
             self._retire_step()
+        self._retry_spawns()
         self._recover_restarted()
         taken = self._buffers.take_all()
         if not taken:
@@ -763,9 +782,10 @@ class Producer(_ProducerBase):
             if moves and moves.holding(buf.name):
                 continue  # moving: held (pending) until its successor runs, see moves.py
             if not buf.spawned:
-                if not self._spawn(buf):
-                    self._fail_handover(buf, first, count)
-                    continue
+                if buf.spawn_retry_at or not self._spawn(buf):
+                    if not buf.spawn_retry_at:  # not a host restart: the spawn cannot succeed
+                        self._fail_handover(buf, first, count)
+                    continue  # they stay pending and go over in order once it runs (_retry_spawns)
                 self._spawn_siblings(buf.topic)
             if buf.restart_notice:
                 continue  # its toppar is not rebuilt yet: these stay pending and are re-handed with the rest
@@ -835,13 +855,35 @@ class Producer(_ProducerBase):
                 continue  # moving: its successor gets these (moves.py)
             if self._txn is not None:  # what the dead toppar held fails with the transaction, is not re-handed
                 self._fail_pending(buf, self._txn_lost_upto.pop(buf.name, 0), KafkaError._TRANSPORT)
-            ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0)
+            fresh = buf.name in self._fresh_rehand
+            ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0, notice=not fresh)
             try:
                 self._rt.send_many((buf.name, op) for op in ops_)
             except ActorError as exc:
                 self._logger.log(logging.DEBUG, f"kqactors producer: {buf.name} not back yet: {exc}")
                 continue
             buf.restart_notice = False
+            self._fresh_rehand.discard(buf.name)
+
+    def _retry_spawns(self) -> None:
+        """Start the toppars whose first spawn met a restarting host (a crash is only a pause); once one runs it
+        gets every message waiting for it, in order, before anything new (``restart_notice`` without the notice).
+        Messages that waited longer than message.timeout.ms fail with _MSG_TIMED_OUT, as anywhere else."""
+        if not self._awaiting_spawn:
+            return
+        now = time.monotonic()
+        for buf in list(self._awaiting_spawn.values()):
+            if now < buf.spawn_retry_at:
+                continue
+            if self._spawn(buf):
+                buf.restart_notice = True
+                self._fresh_rehand.add(buf.name)
+                continue
+            if buf.spawn_retry_at:  # still restarting: only what waited too long fails
+                self._fail_pending(buf, expired_upto(self._buffers, buf, now, self._settings.message_timeout_ms / 1000),
+                                   KafkaError._MSG_TIMED_OUT)
+            else:
+                self._fail_pending(buf, buf.handed_upto, KafkaError._TRANSPORT)
 
     def _fail_handover(self, buf: Any, first: int, count: int) -> None:
         if buf.spawned:
@@ -915,8 +957,18 @@ class Producer(_ProducerBase):
         try:
             self._rt.spawn(buf.name, TOPPAR_FACTORY, args, host=host, timeout=_SPAWN_TIMEOUT_S)
         except (ActorError, ValueError) as exc:
-            self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
+            if isinstance(exc, ActorError) and exc.code in _HOST_RESTART_CODES and not buf.spawned:
+                # its host died (or is restarting): an internal fault, so try again shortly
+                buf.spawn_retry_at = time.monotonic() + _SPAWN_RETRY_S
+                self._awaiting_spawn[buf.name] = buf
+                self._logger.log(logging.INFO, f"kqactors producer: {buf.name} not started yet ({exc}): retrying")
+            else:
+                buf.spawn_retry_at = 0.0
+                self._awaiting_spawn.pop(buf.name, None)
+                self._logger.log(logging.ERROR, f"kqactors producer could not start {buf.name}: {exc}")
             return False
+        buf.spawn_retry_at = 0.0
+        self._awaiting_spawn.pop(buf.name, None)
         buf.spawned = True
         self._main_state.toppar_spawned(buf.topic, buf.partition, buf.name)
         buf.host = self._rt.host_keys[host]
@@ -1006,6 +1058,8 @@ class Producer(_ProducerBase):
             for buf in [b for b in list(self._buffers.partitions.values()) if b.restart_notice and b.spawned]:
                 self._fail_pending(buf, buf.handed_upto, KafkaError._PURGE_QUEUE)
                 self._txn_lost_upto.pop(buf.name, None)
+            for buf in list(self._awaiting_spawn.values()):  # never reached a toppar: the abort purges them
+                self._fail_pending(buf, buf.handed_upto, KafkaError._PURGE_QUEUE)
 
     def _require_txn(self) -> TransactionalApi:
         self._check_open()

@@ -71,9 +71,18 @@ def lost_runs(buffers: Any, buf: Any, upto: int) -> list[tuple[int, int]]:
     return runs
 
 
-def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool) -> list[Op]:
+def expired_upto(buffers: Any, buf: Any, now: float, timeout_s: float) -> int:
+    """The highest msgid handed to ``buf`` whose message has waited ``timeout_s`` since its produce(); 0: none."""
+    with buffers.lock:
+        upto = buf.handed_upto
+        return max((m for m, entry in buf.pending.items() if m <= upto and now - entry[_ENQ] >= timeout_s),
+                   default=0)
+
+
+def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool, notice: bool = True) -> list[Op]:
     """The ops that rebuild ``buf``'s restarted toppar: the restart notice (TOPPAR_RECOVER with the known
-    sequences, else TOPPAR_RESTARTED), then every message handed to its predecessor and not reported yet."""
+    sequences, else TOPPAR_RESTARTED), then every message handed to its predecessor and not reported yet.
+    ``notice=False``: a toppar started late (its first spawn met a restarting host) gets only the messages."""
     with buffers.lock:
         pending = buf.pending
         msgids = sorted(m for m in pending if m <= buf.handed_upto)
@@ -87,7 +96,9 @@ def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool) -> list[
             producer_id, epoch, _next = seq_next
             batches = sorted([first, count, base_seq] for first, (count, pid, ep, base_seq) in notes.items()
                              if (pid, ep) == (producer_id, epoch))
-    if idempotent and seq_next is not None:
+    if not notice:
+        ops = []
+    elif idempotent and seq_next is not None:
         producer_id, epoch, next_seq = seq_next
         ops = [Op(pops.RECOVER, {"producer_id": producer_id, "epoch": epoch, "next_seq": next_seq,
                                  "batches": batches})]

@@ -108,14 +108,6 @@ def test_leader_migration(mock, unique_topic):
     assert_clean_producer(row)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "on the mock cluster, which accepts a pipelined Produce after an earlier one of the same partition failed "
-    "(a real broker answers OUT_OF_ORDER_SEQUENCE_NUMBER), kqactors either goes fatal (core/producer/idempotence.py "
-    "IdempotenceState.on_success: 'batch with base sequence N succeeded while an error was expected') or acks "
-    "implicitly (partition.py _implicit_acks) a batch that failed with REQUEST_TIMED_OUT and was never written: "
-    "one run reported 17 messages delivered that are not in the log. confluent-kafka with the same injection "
-    "delivers all 2,000, each in the log once (two runs by hand). Not changed here: the idempotence state "
-    "machine is not this suite's"))
 def test_retriable_produce_errors(mock, unique_topic):
     errors = ["NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS", "LEADER_NOT_AVAILABLE"] * 2
     row = producer_on(mock, unique_topic, "retriable Produce errors", IDEMPOTENT,

@@ -326,7 +326,9 @@ class PartitionProducer:
                 # Only a request that got no answer (a local code: the connection went, the request timed out)
                 # may be acknowledged implicitly by a later success; an error response is the broker's word
                 # that this request was not appended, and the batch is resent (deduplicated if it was written).
-                batch.possibly_persisted = bool(action.flags & POSSIBLY_PERSISTED) and error < 0
+                # Sticky under these sequences: an earlier attempt may be the one that was written.
+                batch.possibly_persisted = batch.possibly_persisted or \
+                    (bool(action.flags & POSSIBLY_PERSISTED) and error < 0)
                 if idemp is not None and error > 0:
                     self._retry_error[batch.batch_id] = error
                 backoff = retry_backoff_ms(max(batch.retries, 1), self.settings.retry_backoff_ms,
@@ -553,7 +555,8 @@ class PartitionProducer:
                     self._effects.reports.append((earlier.first_msgid, earlier.count, 0, -1, -1))
                     self._note_acked(earlier)
                     continue
-                self._implied.add(earlier.batch_id)
+                if earlier.batch_id in self._retry_error:  # not written by its answer, unless the broker says so
+                    self._implied.add(earlier.batch_id)
             keep.append(earlier)
         self.retry = keep
 

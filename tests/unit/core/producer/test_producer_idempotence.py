@@ -350,3 +350,28 @@ def test_epoch_bump_fails_a_batch_a_later_success_was_accepted_behind_instead_of
     clock.now += 5
     resent = send_all(core)
     assert [(b.first_msgid, b.epoch, b.base_seq) for b in resent] == [(7, 1, 0)]
+
+
+def test_a_batch_once_unanswered_stays_possibly_persisted_across_its_retries():
+    """b1's first request got no answer (maybe written); its resend never left the client. b2, sent behind it,
+    succeeds: b1's first attempt is the one the broker has, so b1 is acknowledged implicitly, not sent again."""
+    core, clock = make(max_in_flight=5)
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.on_result(b1.batch_id, KafkaError._TIMED_OUT)
+    clock.now += 5
+    assert core.next_batch() is b1
+    core.enqueue(3, msgs(2), clock())
+    core.on_result(b1.batch_id, KafkaError._TRANSPORT, request_sent=False)
+    core.take_effects()
+    clock.now += 5
+    again = core.next_batch()
+    assert again is b1
+    b2 = core.next_batch()
+    assert b2 is not None and b2.first_msgid == 3
+    core.on_result(b1.batch_id, KafkaError._TRANSPORT, request_sent=False)  # the connection went again
+    core.on_result(b2.batch_id, 0, base_offset=2)
+    effects = core.take_effects()
+    assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 2, -1)] and effects.fatal is None
+    assert core.idle

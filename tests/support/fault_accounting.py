@@ -9,7 +9,8 @@ are docs/reliability.md's fault table (tests/fault/test_host_crash.py's format, 
 scenario): sent, acked, lost (acked but missing from the log), duplicated (extra copies in the log), failed
 (error reports), unresolved (no report after flush), for a consumer skips (messages never returned) and
 repeats (returned more than once), and the stall (longest gap between successful reports or consumed
-messages of partition 0, the faulted one, from the fault on). ``KQ_FAULT_TABLE=<file>`` appends each row to that file (markdown).
+messages of partition 0, the faulted one, from the fault on). A producer row also has ``codes``, {error code
+name: count} of its failed reports (printed and in assertion messages, not a table column). ``KQ_FAULT_TABLE=<file>`` appends each row to that file (markdown).
 """
 
 from __future__ import annotations
@@ -104,13 +105,23 @@ def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -
     return seen
 
 
+def failure_codes(failed: list[tuple[int, Any]]) -> dict[str, int]:
+    """{error code name: count} of the failed reports, so a failing row says why (not a table column)."""
+    codes: dict[str, int] = {}
+    for _, err in failed:
+        name = err.name() if hasattr(err, "name") else str(err)
+        codes[name] = codes.get(name, 0) + 1
+    return codes
+
+
 def producer_row(scenario: str, config: str, fault: str, sent: int, acked: set[int], failed: int,
-                 log: list[int], ok_times: list[float], fault_time: float) -> dict[str, Any]:
+                 log: list[int], ok_times: list[float], fault_time: float,
+                 codes: dict[str, int] | None = None) -> dict[str, Any]:
     logged = set(log)
     return {"scenario": scenario, "client": "producer", "config": config, "fault": fault, "sent": sent,
             "acked": len(acked), "lost": len(acked - logged), "duplicated": len(log) - len(logged),
             "failed": failed, "unresolved": sent - len(acked) - failed, "skips": "-", "repeats": "-",
-            "stall_s": stall_after(ok_times, fault_time)}
+            "stall_s": stall_after(ok_times, fault_time), "codes": codes or {}}
 
 
 class ProducerRun:
@@ -184,7 +195,7 @@ def run_producer(bootstrap: str, topic: str, partitions: int, config: dict[str, 
     logged = read_log(verify_bootstrap or bootstrap, topic, partitions)
     config_text = ", ".join(f"{k}={v}" for k, v in config.items()) or "default"
     row = producer_row(scenario, config_text, fault_text, sent, run.acked, len(run.failed), logged,
-                       run.ok_times, fault_time)
+                       run.ok_times, fault_time, failure_codes(run.failed))
     return row, run
 
 

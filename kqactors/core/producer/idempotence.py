@@ -5,6 +5,12 @@ assign, the next sequence expected to be acknowledged (``next_ack_seq``) or to f
 and the idempotence-specific reading of OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER and
 UNKNOWN_PRODUCER_ID (librdkafka's behaviour, KIP-360 epoch bumps instead of fatal errors where safe).
 
+A retriable failure never moves the ack sequence (librdkafka: the batch is retried with its sequences after a
+drain; the broker answers DUPLICATE_SEQUENCE_NUMBER if it had written it). A later batch may still succeed
+while an earlier one waits to be retried (the earlier one was written after all, or a lenient broker such as
+the librdkafka mock cluster accepts the gap); the partition tells ``on_success`` so (``after_gap``), which is
+then no desynchronisation, and the earlier batch's late success does not move the ack sequence back.
+
 Sequences are assigned when a batch is cut, not derived from msgids, so messages that time out or are
 purged before they were ever sent leave no gap. A gap appears only when a batch that holds sequences is
 dropped without being acknowledged; the partition then asks for a drain + epoch bump, after which all
@@ -26,6 +32,11 @@ from kqactors.core.producer.classify import (
 from kqactors.errors import KafkaError
 
 __all__ = ["IdempotenceState", "IdempotentVerdict"]
+
+
+def _behind(seq: int, reference: int) -> bool:
+    """``seq`` comes before ``reference`` in the wrapping sequence space (at most 2**30 before it)."""
+    return wrap_seq(seq - reference) >= (1 << 30)
 
 
 @dataclass
@@ -87,11 +98,19 @@ class IdempotenceState:
     def same_identity(self, batch: Batch) -> bool:
         return batch.producer_id == self.producer_id and batch.epoch == self.epoch
 
-    def on_success(self, batch: Batch) -> str | None:
-        """Advance the ack sequence; returns a fatal reason if the success contradicts an expected error."""
+    def on_success(self, batch: Batch, after_gap: bool = False) -> str | None:
+        """Advance the ack sequence; returns a fatal reason if the success contradicts an expected error.
+
+        ``after_gap``: messages before this batch are not acknowledged (waiting to be retried, or failed), so
+        a success where an error was expected is explained by them, not a desynchronisation (librdkafka skips
+        the check then too). A success behind the ack sequence is an earlier batch's retry accepted after later
+        ones (written once: the broker kept it or deduplicated it); the ack sequence stays where it is.
+        """
         next_seq = batch.next_seq
+        if _behind(batch.base_seq, self.next_ack_seq):
+            return None
         fatal = None
-        if batch.base_seq != self.next_ack_seq and batch.base_seq == self.next_err_seq \
+        if not after_gap and batch.base_seq != self.next_ack_seq and batch.base_seq == self.next_err_seq \
                 and self.next_err_seq != self.next_ack_seq:
             fatal = (f"batch with base sequence {batch.base_seq} succeeded while an error was expected "
                      f"(next ack sequence {self.next_ack_seq})")
@@ -99,10 +118,15 @@ class IdempotenceState:
         if self.next_err_seq == self.next_ack_seq:
             self.next_err_seq = next_seq
         self.next_ack_seq = next_seq
+        if _behind(self.next_err_seq, self.next_ack_seq):
+            # an error expected before what the broker has now acknowledged can no longer come
+            self.next_err_seq = next_seq
         return fatal
 
-    def on_error(self, batch: Batch, error: int, action: ProduceErrorAction) -> IdempotentVerdict:
-        """Refine the table ``action`` for a failed batch and update the ack/err sequences."""
+    def on_error(self, batch: Batch, error: int, action: ProduceErrorAction,
+                 after_gap: bool = False) -> IdempotentVerdict:
+        """Refine the table ``action`` for a failed batch and update the ack/err sequences (``after_gap`` as
+        for ``on_success``, used when a duplicate counts as a success)."""
         verdict = IdempotentVerdict(action, error)
         update_ack = False
         update_err = True
@@ -131,7 +155,7 @@ class IdempotenceState:
             # A retry of something the broker already has: delivered (offset unknown).
             verdict.error = 0
             verdict.action = ProduceErrorAction(0, False)
-            self.on_success(batch)
+            self.on_success(batch, after_gap)
             return verdict
         elif error == KafkaError.UNKNOWN_PRODUCER_ID:
             if self.transactional:
@@ -146,7 +170,10 @@ class IdempotenceState:
                                         "unacknowledged batches: cannot retry without duplicates or reordering")
                 verdict.action = ProduceErrorAction(PERMANENT | POSSIBLY_PERSISTED, False)
         elif action.retriable:
-            update_ack = bool(action.flags & POSSIBLY_PERSISTED)
+            # Retried with the same sequences after a drain, possibly persisted or not (librdkafka): a broker
+            # that wrote it answers the retry DUPLICATE_SEQUENCE_NUMBER; batches after it that fail
+            # OUT_OF_ORDER_SEQUENCE_NUMBER meanwhile are then behind an error, not at the head of line.
+            update_ack = False
         if verdict.action.flags & PERMANENT and verdict.fatal_reason is None and verdict.error:
             if self.gapless and not self.transactional:
                 verdict.fatal_code = KafkaError._GAPLESS_GUARANTEE

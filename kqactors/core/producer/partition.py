@@ -107,6 +107,14 @@ class PartitionProducer:
         #: the log and cannot be deduplicated under another identity, so they are reported _FAIL, not resent
         self._recovery_void = False
         self._last_msgid = 0
+        #: idempotence: the highest msgid a success acknowledged (librdkafka's acked_msgid), None before the first
+        #: send; messages between it and a succeeding batch are not acknowledged (a gap, see ``on_success``)
+        self._acked_msgid: int | None = None
+        #: idempotence: batch id → the error response of a batch waiting to be retried, and the ids of those that
+        #: a later batch of the same identity succeeded behind (``_implicit_acks``): written or not depends on the
+        #: broker, so they are resent only under their own sequences, never renumbered (``set_pid``)
+        self._retry_error: dict[int, int] = {}
+        self._implied: set[int] = set()
         self._next_batch_id = 1
         self._linger_s = settings.linger_ms / 1000.0
         self._timeout_s = settings.message_timeout_ms / 1000.0 if settings.message_timeout_ms else math.inf
@@ -170,6 +178,8 @@ class PartitionProducer:
             # Sequences restart: batches waiting for retry are renumbered in order (KIP-360). A recovery under
             # the old epoch is void: what it would resend is numbered from 0 like the rest.
             self._recovery_void = bool(self.recovery)
+            if self._implied:
+                self._fail_implied()
             for batch in self.retry:
                 batch.possibly_persisted = False
                 self.idemp.stamp(batch)
@@ -276,8 +286,10 @@ class PartitionProducer:
         idemp = self.idemp
         if not error:
             if idemp is not None:
+                after_gap = self._after_gap(batch)  # before the implicit acks fill it (librdkafka's order)
                 self._implicit_acks(batch)
-                fatal = idemp.on_success(batch)
+                fatal = idemp.on_success(batch, after_gap)
+                self._note_acked(batch)
                 if fatal:
                     self._raise_fatal(KafkaError._INCONSISTENT, fatal)
             self._effects.reports.append((batch.first_msgid, batch.count, 0, base_offset, log_append_time))
@@ -285,7 +297,8 @@ class PartitionProducer:
             return True
         action = classify_produce_error(error, request_sent)
         if idemp is not None:
-            verdict = idemp.on_error(batch, error, action)
+            after_gap = self._after_gap(batch)
+            verdict = idemp.on_error(batch, error, action, after_gap)
             if verdict.fatal_reason is not None:
                 self._report(batch, error)
                 self._raise_fatal(verdict.fatal_code, verdict.fatal_reason)
@@ -295,6 +308,7 @@ class PartitionProducer:
             action = verdict.action
             if not verdict.error:
                 self._implicit_acks(batch)
+                self._note_acked(batch)
                 self._effects.reports.append((batch.first_msgid, batch.count, 0, -1, -1))
                 self._count_acked(batch)
                 return True
@@ -309,7 +323,14 @@ class PartitionProducer:
             else:
                 if action.count_retry:
                     batch.retries += 1
-                batch.possibly_persisted = bool(action.flags & POSSIBLY_PERSISTED)
+                # Only a request that got no answer (a local code: the connection went, the request timed out)
+                # may be acknowledged implicitly by a later success; an error response is the broker's word
+                # that this request was not appended, and the batch is resent (deduplicated if it was written).
+                # Sticky under these sequences: an earlier attempt may be the one that was written.
+                batch.possibly_persisted = batch.possibly_persisted or \
+                    (bool(action.flags & POSSIBLY_PERSISTED) and error < 0)
+                if idemp is not None and error > 0:
+                    self._retry_error[batch.batch_id] = error
                 backoff = retry_backoff_ms(max(batch.retries, 1), self.settings.retry_backoff_ms,
                                            self.settings.retry_backoff_max_ms, self.rand)
                 batch.backoff_until = now + backoff / 1000.0
@@ -341,6 +362,8 @@ class PartitionProducer:
             if head.backoff_until > now:
                 return None
             self.retry.pop(0)
+            self._retry_error.pop(head.batch_id, None)
+            self._implied.discard(head.batch_id)
             return self._mark_sent(head, now)
         if not self.queue or not self._queue_ready(now):
             return None
@@ -504,6 +527,8 @@ class PartitionProducer:
         return None
 
     def _mark_sent(self, batch: Batch, now: float) -> Batch:
+        if self._acked_msgid is None:
+            self._acked_msgid = batch.first_msgid - 1
         batch.broker_id = self.leader
         batch.sent_at = now
         self.inflight[batch.batch_id] = batch
@@ -517,16 +542,47 @@ class PartitionProducer:
         retry.insert(index, batch)
 
     def _implicit_acks(self, batch: Batch) -> None:
-        """A later batch was accepted, so earlier ones of the same epoch waiting to retry were written."""
+        """A later batch was accepted, so earlier ones of the same epoch waiting to retry whose request got no
+        answer were written (a broker refuses a sequence gap). One that got an error response was not written
+        by the broker's own word and stays to be resent: a broker that accepted the later batch anyway (the
+        mock cluster) writes it then, one that had written it after all answers it as a duplicate."""
         if not self.retry or self.idemp is None:
             return
         keep = []
         for earlier in self.retry:
             if earlier.first_msgid < batch.first_msgid and self.idemp.same_identity(earlier):
-                self._effects.reports.append((earlier.first_msgid, earlier.count, 0, -1, -1))
-            else:
-                keep.append(earlier)
+                if earlier.possibly_persisted:
+                    self._effects.reports.append((earlier.first_msgid, earlier.count, 0, -1, -1))
+                    self._note_acked(earlier)
+                    continue
+                if earlier.batch_id in self._retry_error:  # not written by its answer, unless the broker says so
+                    self._implied.add(earlier.batch_id)
+            keep.append(earlier)
         self.retry = keep
+
+    def _fail_implied(self) -> None:
+        """The identity changes while batches a later success was accepted behind wait to be retried: a strict
+        broker wrote them (it refuses a sequence gap), a lenient one did not. Renumbered they could be written
+        twice, so they fail with the error they got (possibly persisted), as librdkafka fails a batch whose
+        producer id changed; the others are renumbered."""
+        keep = []
+        for batch in self.retry:
+            if batch.batch_id in self._implied:
+                self._report(batch, self._retry_error.get(batch.batch_id, KafkaError._MSG_TIMED_OUT))
+            else:
+                keep.append(batch)
+        self.retry = keep
+        self._implied.clear()
+        live = {batch.batch_id for batch in keep}
+        self._retry_error = {k: v for k, v in self._retry_error.items() if k in live}
+
+    def _after_gap(self, batch: Batch) -> bool:
+        """Messages before ``batch`` are not acknowledged (failed, or waiting to be retried)."""
+        return self._acked_msgid is not None and batch.first_msgid - 1 > self._acked_msgid
+
+    def _note_acked(self, batch: Batch) -> None:
+        if self._acked_msgid is None or batch.last_msgid > self._acked_msgid:
+            self._acked_msgid = batch.last_msgid
 
     def _want_bump(self, reason: str) -> None:
         if not self.bump_requested:

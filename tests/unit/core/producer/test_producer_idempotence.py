@@ -165,16 +165,134 @@ def test_duplicate_sequence_counts_as_delivered_without_offset():
     assert effects.reports == [(1, 2, 0, -1, -1)] and effects.fatal is None
 
 
-def test_later_success_implicitly_acks_a_possibly_persisted_earlier_batch():
+def test_later_success_implicitly_acks_an_earlier_batch_that_got_no_answer():
     core, clock = make()
     core.set_pid(7, 0)
     core.enqueue(1, msgs(4), clock())
     b1, b2 = send_all(core)
-    core.on_result(b1.batch_id, KafkaError.REQUEST_TIMED_OUT)  # may have been written
-    core.on_result(b2.batch_id, 0, base_offset=10)        # broker accepted seq 2..3, so 0..1 is in
+    core.on_result(b1.batch_id, KafkaError._TIMED_OUT)  # no answer: may have been written
+    core.on_result(b2.batch_id, 0, base_offset=10)     # broker accepted seq 2..3, so 0..1 is in
     effects = core.take_effects()
     assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 10, -1)]
     assert core.pending_count == 0 and effects.fatal is None
+    core.enqueue(5, msgs(2), clock())
+    b3 = core.next_batch()
+    assert b3.base_seq == 4  # the ack sequence followed the implicit ack
+    core.on_result(b3.batch_id, 0, base_offset=12)
+    assert core.take_effects().fatal is None
+
+
+def test_transport_failure_then_later_success_implicitly_acks():
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(6), clock())
+    b1, b2, b3 = send_all(core)
+    core.on_result(b1.batch_id, KafkaError._TRANSPORT)  # the connection went after the request was written
+    core.on_result(b2.batch_id, 0, base_offset=2)
+    effects = core.take_effects()
+    assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 2, -1)] and effects.fatal is None
+    core.on_result(b3.batch_id, 0, base_offset=4)
+    effects = core.take_effects()
+    assert effects.reports == [(5, 2, 0, 4, -1)] and effects.fatal is None and core.idle
+
+
+def _error_response_then_later_successes(error):
+    """b1 gets an error response while b2, b3 are in flight; a lenient broker (the mock cluster) accepts b2 and
+    b3 anyway. b1 was not written: it must be resent with its own sequences, never acknowledged implicitly."""
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(6), clock())
+    b1, b2, b3 = send_all(core)
+    core.on_result(b1.batch_id, error)
+    core.on_result(b2.batch_id, 0, base_offset=0)
+    core.on_result(b3.batch_id, 0, base_offset=2)
+    effects = core.take_effects()
+    assert effects.fatal is None, effects.fatal
+    assert effects.bump_reason is None
+    assert sorted(effects.reports) == [(3, 2, 0, 0, -1), (5, 2, 0, 2, -1)]  # nothing said about b1 yet
+    assert core.pending_count == 2
+    clock.now += 5
+    again = core.next_batch()
+    assert (again.first_msgid, again.base_seq, again.epoch) == (1, 0, 0) and not again.needs_restamp
+    core.on_result(again.batch_id, 0, base_offset=4)
+    effects = core.take_effects()
+    assert effects.reports == [(1, 2, 0, 4, -1)] and effects.fatal is None
+    # the late success did not move the ack sequence back: the next batch goes on from 6
+    core.enqueue(7, msgs(2), clock())
+    b4 = core.next_batch()
+    assert b4.base_seq == 6
+    core.on_result(b4.batch_id, 0, base_offset=6)
+    effects = core.take_effects()
+    assert effects.reports == [(7, 2, 0, 6, -1)] and effects.fatal is None and core.idle
+    return core
+
+
+def test_error_response_then_later_success_is_resent_not_implicitly_acked():
+    for error in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
+                  KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.LEADER_NOT_AVAILABLE):
+        _error_response_then_later_successes(error)
+
+
+def test_error_response_whose_batch_was_written_is_deduplicated_on_resend():
+    """A real broker that wrote b1 despite REQUEST_TIMED_OUT accepts b2, then answers b1's resend as a duplicate."""
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(4), clock())
+    b1, b2 = send_all(core)
+    core.on_result(b1.batch_id, KafkaError.REQUEST_TIMED_OUT)
+    core.on_result(b2.batch_id, 0, base_offset=2)
+    clock.now += 5
+    again = core.next_batch()
+    assert again is b1 and again.base_seq == 0
+    core.on_result(again.batch_id, KafkaError.DUPLICATE_SEQUENCE_NUMBER)
+    effects = core.take_effects()
+    assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 2, -1)] and effects.fatal is None
+    assert core.idle
+
+
+def test_error_response_then_out_of_order_on_a_strict_broker_bumps_the_epoch():
+    """A real broker did not write b1 (error response) and refuses b2: skipped sequence numbers, not fatal."""
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(4), clock())
+    b1, b2 = send_all(core)
+    core.on_result(b1.batch_id, KafkaError.REQUEST_TIMED_OUT)
+    core.on_result(b2.batch_id, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    effects = core.take_effects()
+    assert effects.fatal is None and effects.bump_reason == "skipped sequence numbers"
+    core.set_pid(7, 1)
+    clock.now += 5
+    resent = send_all(core)
+    assert [(b.first_msgid, b.epoch, b.base_seq) for b in resent] == [(1, 1, 0), (3, 1, 2)]
+
+
+def test_success_after_a_failed_batch_is_not_fatal():
+    """b1 failed for good (a gap, an epoch bump asked for); b2, already in flight, succeeds on a broker that
+    accepted it: librdkafka's gap rule, no 'succeeded while an error was expected'."""
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(4), clock())
+    b1, b2 = send_all(core)
+    core.on_result(b1.batch_id, KafkaError.MSG_SIZE_TOO_LARGE)
+    core.on_result(b2.batch_id, 0, base_offset=0)
+    effects = core.take_effects()
+    assert effects.fatal is None and effects.bump_reason == "message sequence gap"
+    assert effects.reports == [(1, 2, KafkaError.MSG_SIZE_TOO_LARGE, -1, -1), (3, 2, 0, 0, -1)]
+
+
+def test_success_where_an_error_was_expected_without_a_gap_is_fatal():
+    """The guard stays: every earlier message acknowledged, yet a batch succeeds at the sequence an error was
+    expected at (the state and the broker disagree)."""
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(4), clock())
+    b1, b2 = send_all(core)
+    core.idemp.next_err_seq = 2  # as if an error had been noted at 0..1 though b1 succeeds
+    core.on_result(b1.batch_id, 0, base_offset=0)
+    core.idemp.next_ack_seq, core.idemp.next_err_seq = 0, 2
+    core.on_result(b2.batch_id, 0, base_offset=2)
+    effects = core.take_effects()
+    assert effects.fatal is not None and effects.fatal[0] == KafkaError._INCONSISTENT
 
 
 def test_leader_change_waits_for_old_leader_in_flight():
@@ -210,3 +328,50 @@ def test_sequence_wraps_at_int32():
     b1 = core.next_batch()
     assert b1.base_seq == 2**31 - 1 and b1.next_seq == 1
     assert core.idemp.next_seq == 1
+
+
+def test_epoch_bump_fails_a_batch_a_later_success_was_accepted_behind_instead_of_renumbering_it():
+    """b1 got an error response, b2 then succeeded: b1 is in the log on a strict broker, not on a lenient one.
+    Resent under its own sequences either is fine; renumbered under a new epoch it could be written twice, so a
+    bump before its resend fails it with its error (possibly persisted), and renumbers only the others."""
+    core, clock = make()
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(6), clock())
+    b1, b2, b3 = send_all(core)
+    core.on_result(b1.batch_id, KafkaError.REQUEST_TIMED_OUT)
+    core.on_result(b2.batch_id, 0, base_offset=0)
+    core.on_result(b3.batch_id, KafkaError.MSG_SIZE_TOO_LARGE)  # a gap: the epoch must be bumped
+    effects = core.take_effects()
+    assert effects.bump_reason == "message sequence gap" and effects.fatal is None
+    assert effects.reports == [(3, 2, 0, 0, -1), (5, 2, KafkaError.MSG_SIZE_TOO_LARGE, -1, -1)]
+    core.enqueue(7, msgs(2), clock())
+    core.set_pid(7, 1)
+    assert core.take_effects().reports == [(1, 2, KafkaError.REQUEST_TIMED_OUT, -1, -1)]
+    clock.now += 5
+    resent = send_all(core)
+    assert [(b.first_msgid, b.epoch, b.base_seq) for b in resent] == [(7, 1, 0)]
+
+
+def test_a_batch_once_unanswered_stays_possibly_persisted_across_its_retries():
+    """b1's first request got no answer (maybe written); its resend never left the client. b2, sent behind it,
+    succeeds: b1's first attempt is the one the broker has, so b1 is acknowledged implicitly, not sent again."""
+    core, clock = make(max_in_flight=5)
+    core.set_pid(7, 0)
+    core.enqueue(1, msgs(2), clock())
+    b1 = core.next_batch()
+    core.on_result(b1.batch_id, KafkaError._TIMED_OUT)
+    clock.now += 5
+    assert core.next_batch() is b1
+    core.enqueue(3, msgs(2), clock())
+    core.on_result(b1.batch_id, KafkaError._TRANSPORT, request_sent=False)
+    core.take_effects()
+    clock.now += 5
+    again = core.next_batch()
+    assert again is b1
+    b2 = core.next_batch()
+    assert b2 is not None and b2.first_msgid == 3
+    core.on_result(b1.batch_id, KafkaError._TRANSPORT, request_sent=False)  # the connection went again
+    core.on_result(b2.batch_id, 0, base_offset=2)
+    effects = core.take_effects()
+    assert sorted(effects.reports) == [(1, 2, 0, -1, -1), (3, 2, 0, 2, -1)] and effects.fatal is None
+    assert core.idle

@@ -10,8 +10,7 @@ table.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kqactors._lazy import lazy_exports
 
 _MODULE_OF = {"Config": "config", "config_error": "config", "parse_value": "config", "Property": "properties",
               "PROPERTIES": "properties", "ALIASES": "properties", "LIBRDKAFKA_ONLY": "properties",
@@ -21,14 +20,4 @@ __all__ = ["Config", "config_error", "parse_value", "Property", "PROPERTIES", "A
            "resolve_name"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups are plain module attributes
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MODULE_OF))
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, globals())

@@ -11,8 +11,7 @@ batch is compressed or decompressed with it (``compression.py``).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kqactors._lazy import lazy_exports
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "batch_v2": ("CONTROL_ABORT", "CONTROL_COMMIT", "CREATE_TIME", "LOG_APPEND_TIME", "RecordBatchBuilder",
@@ -29,14 +28,4 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 __all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups are plain module attributes
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MODULE_OF))
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, globals())

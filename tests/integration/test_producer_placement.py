@@ -28,6 +28,24 @@ def _value(partition: int, seq: int) -> bytes:
     return b"%d:%d:" % (partition, seq) + b"." * 40
 
 
+def produce_numbered(producer: Producer, topic: str, sent: list[int], count: int, pause: float = 0.0) -> None:
+    """``count`` numbered messages round-robin (``sent`` counts each partition's), waiting out a full queue;
+    ``pause`` seconds of poll() after each one make a trickle."""
+    for i in range(count):
+        partition = i % PARTITIONS
+        while True:
+            try:
+                producer.produce(topic, _value(partition, sent[partition]), partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        sent[partition] += 1
+        if pause:
+            producer.poll(pause)
+        elif i % 500 == 0:
+            producer.poll(0)
+
+
 @pytest.mark.parametrize("idempotence", [True, False], ids=["idempotent", "plain"])
 def test_toppar_hosts_join_as_the_rate_climbs_and_order_is_kept(mock_cluster, unique_topic, monkeypatch,
                                                                  idempotence):
@@ -50,19 +68,7 @@ def test_toppar_hosts_join_as_the_rate_climbs_and_order_is_kept(mock_cluster, un
     sent = [0] * PARTITIONS
 
     def produce(count: int, pause: float = 0.0) -> None:
-        for i in range(count):
-            partition = i % PARTITIONS
-            while True:
-                try:
-                    producer.produce(unique_topic, _value(partition, sent[partition]), partition=partition)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            sent[partition] += 1
-            if pause:
-                producer.poll(pause)
-            elif i % 500 == 0:
-                producer.poll(0)
+        produce_numbered(producer, unique_topic, sent, count, pause)
 
     try:
         produce(100, pause=0.01)  # ~100 msg/s: quiet
@@ -111,19 +117,7 @@ def test_toppar_hosts_retire_when_the_rate_drops_and_order_is_kept(mock_cluster,
     names = [f"toppar/{unique_topic}/{p}" for p in range(PARTITIONS)]
 
     def produce(count: int, pause: float = 0.0) -> None:
-        for i in range(count):
-            partition = i % PARTITIONS
-            while True:
-                try:
-                    producer.produce(unique_topic, _value(partition, sent[partition]), partition=partition)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            sent[partition] += 1
-            if pause:
-                producer.poll(pause)
-            elif i % 500 == 0:
-                producer.poll(0)
+        produce_numbered(producer, unique_topic, sent, count, pause)
 
     try:
         deadline = time.monotonic() + 60

@@ -62,6 +62,18 @@ def client_hosts(clients: dict[str, object]) -> dict[int, str]:
     return out
 
 
+def cpu_seconds(pids: dict[int, str]) -> dict[str, float]:
+    """{name: user+system CPU seconds so far} of the named processes (gone ones left out)."""
+    out = {}
+    for pid, name in pids.items():
+        try:
+            times = psutil.Process(pid).cpu_times()
+            out[name] = times.user + times.system
+        except psutil.Error:
+            pass
+    return out
+
+
 def sample(exclude: set[int], labels: dict[int, str] | None = None) -> dict[int, tuple[str, int, int]]:
     """{pid: (name, rss bytes, open fds)} of this process and its children, ``exclude`` left out."""
     me = psutil.Process()
@@ -129,6 +141,8 @@ def main() -> int:
         warmup = started + max(30.0, args.minutes * 6)
         next_sample = started
         samples: list[tuple[float, dict]] = []
+        cpu_before: dict[str, float] = {}
+        last_sample_at = started
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_sample:
@@ -138,6 +152,16 @@ def main() -> int:
                 print(f"t={now - started:6.0f}s produced={stats['produced']} consumed={stats['consumed']} "
                       f"rss={sum(v[1] for v in snap.values()) / 1e6:.1f}MB fds={sum(v[2] for v in snap.values())}",
                       flush=True)
+                # Who was busy since the last sample (the broker too): a lag that comes with time shows here.
+                names = {pid: name for pid, (name, _rss, _fds) in snap.items()}
+                if broker is not None:
+                    names[broker.pid] = "broker"
+                cpu_now = cpu_seconds(names)
+                span = max(now - last_sample_at, 1e-6)
+                if cpu_before:
+                    print("    cpu%: " + ", ".join(f"{name} {100 * (cpu_now[name] - cpu_before[name]) / span:.0f}"
+                                                   for name in sorted(cpu_now) if name in cpu_before), flush=True)
+                cpu_before, last_sample_at = cpu_now, now
                 next_sample += args.every
             due = int((now - started) * target)
             while stats["produced"] < due:

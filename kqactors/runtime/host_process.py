@@ -181,6 +181,27 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
     return 0
 
 
+def _trace_memory_on_request(key: str) -> None:
+    """With KQACTORS_TRACEMALLOC=<dir> in the environment, trace this host's allocations and write a
+    tracemalloc snapshot to <dir>/<key>-<pid>-<n>.snap at each SIGUSR2: the way to find what grows in a host
+    during a long run (compare two snapshots with ``Snapshot.compare_to``). Off by default: tracing costs
+    memory and time on every allocation."""
+    directory = os.environ.get("KQACTORS_TRACEMALLOC")
+    if not directory:
+        return
+    import tracemalloc
+
+    tracemalloc.start(int(os.environ.get("KQACTORS_TRACEMALLOC_FRAMES", "8")))
+    taken = 0
+
+    def dump(signum: int, frame: object) -> None:
+        nonlocal taken
+        taken += 1
+        tracemalloc.take_snapshot().dump(os.path.join(directory, f"{key}-{os.getpid()}-{taken}.snap"))
+
+    signal.signal(signal.SIGUSR2, dump)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="kqactors actor host (started by the runtime supervisor)")
     parser.add_argument("--key", required=True)
@@ -193,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the app, which closes us in order
     _die_with_parent(args.parent_pid)
+    _trace_memory_on_request(args.key)
     _watch_lifeline(args.run_dir, args.parent_pid)
     return serve_forever(args.key, args.run_dir, args.parent_pid, args.restarted)
 

@@ -88,8 +88,9 @@ BROKER_PROPERTIES = (
     "reconnect.backoff.max.ms", "socket.keepalive.enable", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "connections.max.idle.ms", "broker.address.family", "receive.message.max.bytes", "log_level", "debug",
     "log.thread.name", "log.connection.close", "kqactors.throttle_cb", "queue.buffering.backpressure.threshold",
-    "transactional.id")
-"""The properties a broker actor reads (connection, socket options, logging, throttle reports)."""
+    "transactional.id", "statistics.interval.ms")
+"""The properties a broker actor reads (connection, socket options, logging, throttle reports, whether
+statistics are collected)."""
 
 
 def broker_connection_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -26,15 +26,21 @@ def monotonic_us() -> int:
 
 
 class LatencyWindow:
-    """librdkafka's "window stats": values sampled since the last snapshot, summarised and then reset."""
+    """librdkafka's "window stats": values sampled since the last snapshot, summarised and then reset.
 
-    __slots__ = ("_samples", "_out_of_range")
+    A window nobody snapshots (statistics.interval.ms=0) is turned off with ``enabled = False``: it would
+    otherwise fill up to WINDOW_MAX_SAMPLES ints (~4 MB) and keep them for the connection's life."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_samples", "_out_of_range", "enabled")
+
+    def __init__(self, enabled: bool = True) -> None:
         self._samples: list[int] = []
         self._out_of_range = 0
+        self.enabled = enabled
 
     def add(self, value: int) -> None:
+        if not self.enabled:
+            return
         if len(self._samples) < WINDOW_MAX_SAMPLES:
             self._samples.append(value)
         else:

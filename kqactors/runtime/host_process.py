@@ -182,10 +182,12 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
 
 
 def _trace_memory_on_request(key: str) -> None:
-    """With KQACTORS_TRACEMALLOC=<dir> in the environment, trace this host's allocations and write a
-    tracemalloc snapshot to <dir>/<key>-<pid>-<n>.snap at each SIGUSR2: the way to find what grows in a host
-    during a long run (compare two snapshots with ``Snapshot.compare_to``). Off by default: tracing costs
-    memory and time on every allocation."""
+    """With KQACTORS_TRACEMALLOC=<dir> in the environment, trace this host's allocations and, at each SIGUSR2,
+    write a tracemalloc snapshot to <dir>/<key>-<pid>-<n>.snap and the Python allocator's arena statistics
+    (``sys._debugmallocstats``) to <dir>/<key>-<pid>-<n>.mallocstats: the way to find what grows in a host
+    during a long run (compare two snapshots with ``Snapshot.compare_to``; memory the allocator holds in
+    arenas beyond the traced blocks is fragmentation, not a leak). Off by default: tracing costs memory and
+    time on every allocation."""
     directory = os.environ.get("KQACTORS_TRACEMALLOC")
     if not directory:
         return
@@ -197,7 +199,16 @@ def _trace_memory_on_request(key: str) -> None:
     def dump(signum: int, frame: object) -> None:
         nonlocal taken
         taken += 1
-        tracemalloc.take_snapshot().dump(os.path.join(directory, f"{key}-{os.getpid()}-{taken}.snap"))
+        stem = os.path.join(directory, f"{key}-{os.getpid()}-{taken}")
+        tracemalloc.take_snapshot().dump(stem + ".snap")
+        saved = os.dup(2)  # _debugmallocstats writes to the C stderr
+        try:
+            with open(stem + ".mallocstats", "wb") as out:
+                os.dup2(out.fileno(), 2)
+                sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
     signal.signal(signal.SIGUSR2, dump)
 

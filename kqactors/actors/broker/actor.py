@@ -98,6 +98,8 @@ class BrokerActor(Actor):
             authenticator=self.security.authenticator, tls=self.security.tls,
             max_response_size=int(_conf(config, "receive.message.max.bytes", MAX_RESPONSE_SIZE)),
         )
+        # round trips are sampled for the statistics only: without them the window would just fill and stay full
+        self.conn.counters.rtt.enabled = int(_conf(config, "statistics.interval.ms", 0)) > 0
         self.backoff = ReconnectBackoff(int(_conf(config, "reconnect.backoff.ms", 100)),
                                         int(_conf(config, "reconnect.backoff.max.ms", 10000)))
         self.transport: transports.Transport | None = None

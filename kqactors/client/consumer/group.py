@@ -423,6 +423,10 @@ class GroupClient:
             for key, value in self._explicit_shipped.items():
                 self._explicit.setdefault(key, value)
             return
+        if not self._subscribed and not self._assigned:
+            # assign() alone: the actor only commits offsets for it, nothing was held or is to be rejoined
+            log.info("consumer group actor restarted (no subscription: nothing to rejoin)")
+            return
         log.warning("consumer group actor restarted: assignment lost, rejoining")
         lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
         self._drop(lost)

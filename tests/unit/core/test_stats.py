@@ -25,6 +25,17 @@ def test_a_window_summarises_its_interval_and_starts_again_empty() -> None:
     assert window.snapshot()["cnt"] == 0
 
 
+def test_a_window_turned_off_keeps_nothing() -> None:
+    """Without statistics nobody snapshots a connection's round trips: they must not pile up for its life."""
+    window = LatencyWindow(enabled=False)
+    for value in range(1000):
+        window.add(value)
+    assert window.snapshot()["cnt"] == 0
+    window.enabled = True
+    window.add(7)
+    assert window.snapshot()["cnt"] == 1
+
+
 def test_broker_entries_and_totals_add_up() -> None:
     counters = ConnectionCounters()
     counters.sent("Produce", 100, now_us=1_000)

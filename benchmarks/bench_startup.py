@@ -15,12 +15,16 @@ and keeps for every run: what a script, a CLI or a Spark task gets when a runtim
 columns are the app's own tree; the runtime's peak during the run is reported separately (``runtime``), and its
 CPU is not in the CPU column.
 
+``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: kqactors imported from PATH (another checkout, its native
+extensions built), run alternately with the others, so a change is measured before/after under the same load.
+
 ``--breakdown N``: N extra kqactors runs (producer only) under ``strace -f``, each printed as a table of where
 the first delivery report's time goes (benchmarks/startup_breakdown.py).
 
     python benchmarks/bench_startup.py                   # 5 repeats, the librdkafka mock cluster
     python benchmarks/bench_startup.py --repeats 3 --clients kqactors,kqactors-shared,confluent-kafka
     python benchmarks/bench_startup.py --repeats 0 --breakdown 3
+    python benchmarks/bench_startup.py --repeats 5 --tree before=/tmp/base --breakdown 2
     python benchmarks/bench_startup.py --repeats 3 --bootstrap host:9092
 """
 
@@ -55,11 +59,20 @@ def runner_command(client: str, bootstrap: str, topic: str, runtime_dir: str = "
     return command
 
 
-def run_once(client: str, bootstrap: str, topic: str, runtime: SharedRuntime | None = None) -> dict:
+def tree_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a runner importing kqactors from ``tree`` (None: this one's)."""
+    if tree is None:
+        return None
+    return dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def run_once(client: str, bootstrap: str, topic: str, runtime: SharedRuntime | None = None,
+             tree: str | None = None) -> dict:
     command = runner_command(client, bootstrap, topic, runtime.directory if runtime is not None else "")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     runtime_sampler = TreeSampler(runtime.proc.pid).start() if runtime is not None else None
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(CLIENTS_DIR))
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(CLIENTS_DIR),
+                            env=tree_env(tree))
     sampler = TreeSampler(proc.pid).start()
     try:
         out, err = proc.communicate(timeout=120)
@@ -135,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="kqactors,confluent-kafka",
                         help=f"comma-separated, of {', '.join(CLIENTS)}")
     parser.add_argument("--shared-hosts", type=int, default=0, help="toppar hosts of kqactors-shared's runtime")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
+                        help="also run kqactors imported from PATH, as client kqactors-LABEL")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
                         help="N traced kqactors producer runs: where the first delivery report's time goes")
     args = parser.parse_args(argv)
@@ -142,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(clients) - set(CLIENTS)
     if unknown:
         parser.error(f"unknown clients {sorted(unknown)}; known: {', '.join(CLIENTS)}")
+    trees: dict[str, str] = {}
+    for item in args.tree:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
+            parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
+        trees[f"kqactors-{label}"] = os.path.abspath(path)
+        clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
     runs: dict[str, list[dict]] = {client: [] for client in clients}
     runtime = SharedRuntime(args.shared_hosts) if "kqactors-shared" in clients and args.repeats else None
     try:
@@ -150,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                 for client in clients:  # alternating, so drift in the machine's load hits both alike
                     topic = f"startup-{client}-{uuid.uuid4().hex[:8]}"
                     broker.create_topic(topic, 1)
-                    result = run_once(client, broker.bootstrap, topic, runtime if client == "kqactors-shared" else None)
+                    result = run_once(client, broker.bootstrap, topic,
+                                      runtime if client == "kqactors-shared" else None, trees.get(client))
                     runs[client].append(result)
                     shared = (f"  runtime rss {result['runtime_rss_mb']:.0f} pss {result['runtime_pss_mb']:.0f} MiB"
                               if "runtime_rss_mb" in result else "")
@@ -160,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(args.breakdown):
                 topic = f"startup-breakdown-{uuid.uuid4().hex[:8]}"
                 broker.create_topic(topic, 1)
-                print(f"\nbreakdown #{number + 1} (kqactors producer under strace -f):\n")
-                print(breakdown(runner_command("kqactors", broker.bootstrap, topic, "", "--producer-only")))
+                for label, tree in [("kqactors", None), *trees.items()]:
+                    print(f"\nbreakdown #{number + 1}, {label} (producer under strace -f):\n")
+                    print(breakdown(runner_command("kqactors", broker.bootstrap, topic, "", "--producer-only"),
+                                    tree_env(tree)))
     finally:
         if runtime is not None:
             runtime.close()

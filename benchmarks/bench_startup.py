@@ -10,8 +10,9 @@ sys of the runner and the hosts it reaped: interpreters, imports, both clients' 
 machine disturbs less than the wall-clock columns.
 
 Client ``kqactors-shared``: the runner's clients attach to a shared runtime (``kqactors.runtime.dir``), which the
-driver starts once (``python -m kqactors.cli.main runtime --dir DIR --hosts N``, ``--shared-hosts``, default 0)
-and keeps for every run: what a script, a CLI or a Spark task gets when a runtime is already there. Its RSS/PSS
+driver starts once (``python -m kqactors.cli.main runtime --dir DIR --hosts N --group-linger S``,
+``--shared-hosts``, default 0, and ``--shared-linger``, default 0: each run's producer group, its main and broker
+connections, starts anew; with S > 0 a run finds the previous run's group and its connections) and keeps for every run: what a script, a CLI or a Spark task gets when a runtime is already there. Its RSS/PSS
 columns are the app's own tree; the runtime's peak during the run is reported separately (``runtime``), and its
 CPU is not in the CPU column.
 
@@ -96,11 +97,11 @@ def run_once(client: str, bootstrap: str, topic: str, runtime: SharedRuntime | N
 class SharedRuntime:
     """``kqactors runtime --dir DIR`` started once for every kqactors-shared run, stopped at the end."""
 
-    def __init__(self, hosts: int) -> None:
+    def __init__(self, hosts: int, linger: float) -> None:
         self._tmp = tempfile.TemporaryDirectory()
         self.directory = os.path.join(self._tmp.name, "rt")
         self.proc = subprocess.Popen([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", self.directory,
-                                      "--hosts", str(hosts)])
+                                      "--hosts", str(hosts), "--group-linger", str(linger)])
         deadline = time.monotonic() + 60
         while not os.path.exists(os.path.join(self.directory, "runtime.json")):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="kqactors,confluent-kafka",
                         help=f"comma-separated, of {', '.join(CLIENTS)}")
     parser.add_argument("--shared-hosts", type=int, default=0, help="toppar hosts of kqactors-shared's runtime")
+    parser.add_argument("--shared-linger", type=float, default=0.0,
+                        help="kqactors-shared's runtime keeps a producer group this many seconds after its last client")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
                         help="also run kqactors imported from PATH, as client kqactors-LABEL")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         trees[f"kqactors-{label}"] = os.path.abspath(path)
         clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
     runs: dict[str, list[dict]] = {client: [] for client in clients}
-    runtime = SharedRuntime(args.shared_hosts) if "kqactors-shared" in clients and args.repeats else None
+    runtime = SharedRuntime(args.shared_hosts, args.shared_linger) if "kqactors-shared" in clients and args.repeats else None
     try:
         with broker_for_run(args.bootstrap, "mock") as broker:
             for repeat in range(args.repeats):

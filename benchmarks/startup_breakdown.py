@@ -3,12 +3,13 @@
 phases. Runs in: the benchmark driver (bench_startup.py ``--breakdown``), which owns the broker.
 
 The phases come from events a system-call trace shows without touching the client: the host's ``execve`` (the
-process is spawned), its first open of a kqactors file (the interpreter is up), the ``bind`` of its inbox socket
-(``host_process``'s imports are done: READY follows at once), the first open of ``actors/main`` (main's SPAWN is
-served), each TCP ``connect`` to a broker, and each Kafka request written (``sendmsg``/``sendto``: the API key and
-correlation id are in its first bytes) and the first bytes of its response read; the runner itself stamps the
-Producer() call and the delivery report on the same clock. strace slows every traced call (≈ tens of µs each, so
-the imports' ~150 opens cost a few ms); the phases' sizes, not their sum, are the result.
+process is spawned), its first ``ioctl`` (the interpreter's core is up: stdio's isatty check), the ``bind`` of its
+inbox socket (``host_process``'s imports are done: READY follows at once), each TCP ``connect`` to a broker (main
+was spawned, its and the broker actor's modules imported), and each Kafka request written (``sendmsg``/``sendto``:
+the API key and correlation id are in its first bytes) and the first bytes of its response read; the runner itself
+stamps the Producer() call and the delivery report on the same clock. With ``opens``, file opens too: the first
+kqactors file and main's and the toppar's modules. strace slows every traced call (tens of µs each); without
+``opens`` a run has a few hundred of them, with it every import pays several: its import phases read long.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ _LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
 _HEX = re.compile(r'"((?:\\x[0-9a-f]{2})*)"')
 _MAIN = re.compile(r"kqactors/actors/(__pycache__/)?main\.")
 _TOPPAR = re.compile(r"kqactors/actors/(__pycache__/)?toppar\.")
-_TRACED = "execve,openat,bind,connect,sendto,sendmsg,recvfrom,exit_group"
+_TRACED = "execve,ioctl,bind,connect,sendto,sendmsg,recvfrom"
 
 
 def _bytes(text: str) -> bytes:
@@ -33,11 +34,15 @@ def _bytes(text: str) -> bytes:
     return b"".join(bytes.fromhex(m.replace("\\x", "")) for m in _HEX.findall(text))
 
 
-def trace_run(runner: list[str], env: dict[str, str] | None = None) -> tuple[dict, list[tuple[float, str]]]:
-    """Run ``runner`` under strace; return the runner's JSON result and the events (wall time, text), in order."""
+def trace_run(runner: list[str], env: dict[str, str] | None = None,
+              opens: bool = False) -> tuple[dict, list[tuple[float, str]]]:
+    """Run ``runner`` under strace; return the runner's JSON result and the events (wall time, text), in order.
+    ``opens``: trace every file open too (marks when the host imports main's and the toppar's modules), which
+    slows each import several-fold under strace: the import phases then read long."""
+    traced = _TRACED + (",openat" if opens else "")
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace"
-        command = ["strace", "-f", "-ttt", "-xx", "-s", "48", "-qq", "--seccomp-bpf", "-e", f"trace={_TRACED}",
+        command = ["strace", "-f", "-ttt", "-xx", "-s", "160", "-qq", "--seccomp-bpf", "-e", f"trace={traced}",
                    "-o", str(trace), *runner]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
         if done.returncode != 0 or not done.stdout.strip():
@@ -50,6 +55,7 @@ def _events(lines: list[str]) -> list[tuple[float, str]]:
     events: list[tuple[float, str]] = []
     hosts: dict[int, str] = {}  # pid → host key
     seen_kq: set[int] = set()
+    seen_stdio: set[int] = set()
     seen_main: set[int] = set()
     seen_toppar: set[int] = set()
     tcp: dict[tuple[int, int], str] = {}  # (pid, fd) → broker address
@@ -65,15 +71,20 @@ def _events(lines: list[str]) -> list[tuple[float, str]]:
             continue
         if call.startswith("<... "):
             call = unfinished.pop(pid, "") + call.split("resumed>", 1)[-1]
-        if call.startswith("execve(") and "kqactors.runtime.host_process" in call:
-            key = re.search(r'"--key", "((?:\\x[0-9a-f]{2})+)"', call)
-            hosts[pid] = _bytes(f'"{key.group(1)}"').decode() if key else "?"
-            events.append((when, f"host {hosts[pid]} process started (execve)"))
+        if call.startswith("execve("):
+            argv = [bytes.fromhex(m.replace("\\x", "")) for m in _HEX.findall(call)]
+            if b"kqactors.runtime.host_process" in argv:
+                key = argv[argv.index(b"--key") + 1].decode() if b"--key" in argv[:-1] else "?"
+                hosts[pid] = key
+                events.append((when, f"host {key} process started (execve)"))
             continue
         if pid not in hosts:
             continue
         host = hosts[pid]
-        if call.startswith("openat("):
+        if call.startswith("ioctl(") and pid not in seen_stdio:
+            seen_stdio.add(pid)  # the first: create_stdio's isatty check, once the interpreter core is up
+            events.append((when, f"host {host}: interpreter initialised (stdio set up)"))
+        elif call.startswith("openat("):
             path = _bytes(call.split(",", 2)[1]).decode(errors="replace")
             if "kqactors" in path and pid not in seen_kq:
                 seen_kq.add(pid)
@@ -116,9 +127,9 @@ def _events(lines: list[str]) -> list[tuple[float, str]]:
     return events
 
 
-def breakdown(runner: list[str], env: dict[str, str] | None = None) -> str:
+def breakdown(runner: list[str], env: dict[str, str] | None = None, opens: bool = False) -> str:
     """One traced run as a table: each event's time from the Producer() call and the step from the last."""
-    result, events = trace_run(runner, env)
+    result, events = trace_run(runner, env, opens)
     start = result["epoch_producer"]
     events = sorted([(start, "app: Producer() called"),
                      (start + result["producer_ctor_ms"] / 1e3, "app: Producer() returned"),

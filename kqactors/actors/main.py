@@ -156,6 +156,8 @@ class MainActor(TxnWiring, Actor):
         self.max_age_s = int(self.config.get("metadata.max.age.ms", 900000) or 900000) / 1000
         self.topic_seen_at: dict[str, float] = {}
         self.next_expiry_check = 0.0
+        #: the topics of the scheduler's request in flight (set() when none is)
+        self.refreshing: set[str] = set()
         #: crash recovery (docs/reliability.md): what the app kept of the main that died before this one
         #: (``_recovery`` in the shipped config, kept current by the app): the producer id/epoch its toppars stamp
         #: (adopted instead of a new InitProducerId, so the broker goes on deduplicating their retries) and the
@@ -313,8 +315,9 @@ class MainActor(TxnWiring, Actor):
         if due is False:
             return
         requested = sorted(self.topics) if due is None else list(due)
-        self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms, self.allow_auto_create,
-                               "refresh")
+        if self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms, self.allow_auto_create,
+                                  "refresh"):
+            self.refreshing = set(requested)
 
     def _request_metadata(self, topics: list[str] | None, on_reply: Any, timeout_ms: int,
                           allow_auto_create: bool = False, reason: str = "") -> bool:
@@ -338,6 +341,7 @@ class MainActor(TxnWiring, Actor):
         return True
 
     def _on_refresh_reply(self, reply: Op, requested: list[str] | None) -> None:
+        self.refreshing = set()
         now = time.monotonic()
         error, reason, result = ops.unpack_response(reply)
         if error:
@@ -484,7 +488,11 @@ class MainActor(TxnWiring, Actor):
         self.restored.discard(name)  # the reply below is its first answer from this main
         if topic not in self.topics or topic not in self.cache.topics:  # new, or its cache entry expired
             self.topics.add(topic)
-            self.scheduler.request([topic], time.monotonic())
+            if topic not in self.refreshing:  # the request on its way names it: its answer serves this join too
+                # at once, as librdkafka looks a new topic up (a consumer's partitions join before main knows their
+                # topic; the next tick came up to TICK_SECONDS later)
+                self.scheduler.request([topic], time.monotonic())
+                self._maybe_refresh(time.monotonic())
         elif self.cache.leader(topic, partition) >= 0 and self._routable(self.cache.leader(topic, partition)) < 0:
             self.scheduler.request([topic], time.monotonic())  # its leader's broker is unknown: query fast
         reply = {**pops.leader_payload(topic, partition, self._routable(self.cache.leader(topic, partition)),

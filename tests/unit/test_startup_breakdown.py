@@ -25,12 +25,12 @@ def test_a_hosts_start_and_its_kafka_requests_become_phases() -> None:
     request = (20).to_bytes(4, "big") + (18).to_bytes(2, "big") + (3).to_bytes(2, "big") + (7).to_bytes(4, "big")
     response = (30).to_bytes(4, "big") + (7).to_bytes(4, "big") + b"\x00" * 8
     metadata = (20).to_bytes(4, "big") + (3).to_bytes(2, "big") + (12).to_bytes(2, "big") + (8).to_bytes(4, "big")
-    key = _hex(b"h0")
     lines = [
-        "100 1.000000 execve(\"/usr/bin/python\", [\"python\", \"-m\", \"app\"], 0x1 /* 3 vars */) = 0",
+        "100 1.000000 execve(\"" + _hex(b"/usr/bin/python") + "\", [\"" + _hex(b"app") + "\"], 0x1 /* 3 vars */) = 0",
         "100 1.001000 openat(AT_FDCWD, \"" + _hex(b"/w/kqactors/__init__.py") + "\", O_RDONLY) = 3",  # the app
-        f"200 1.010000 execve(\"/usr/bin/python\", [\"python\", \"-S\", \"-m\", \"kqactors.runtime.host_process\", "
-        f"\"--key\", \"{key}\"], 0x1 /* 3 vars */) = 0",
+        "200 1.010000 execve(\"" + _hex(b"/usr/bin/python") + "\", [" + ", ".join(
+            f'"{_hex(word)}"' for word in (b"python", b"-S", b"-m", b"kqactors.runtime.host_process", b"--key", b"h0"))
+        + "], 0x1 /* 3 vars */) = 0",
         "200 1.020000 openat(AT_FDCWD, \"" + _hex(b"/w/kqactors/__pycache__/__init__.pyc") + "\", O_RDONLY) = 3",
         "200 1.021000 openat(AT_FDCWD, \"" + _hex(b"/w/kqactors/runtime/op.pyc") + "\", O_RDONLY) = 3",
         "200 1.050000 bind(5, {sa_family=AF_UNIX, sun_path=\"" + _hex(b"/tmp/r/h0.sock") + "\"}, 110) = 0",

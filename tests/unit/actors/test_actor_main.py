@@ -298,3 +298,19 @@ def test_a_replaced_bootstrap_broker_not_up_is_stopped_at_once():
     actor.handle(Op(ops.METADATA, {"topics": ["t"]}, reply_to=("app", 1, 0)))
     ctx.requests[0][2](response(wire([], brokers=(1,))))
     assert ctx.stopped == ["broker/-1"]
+
+
+def test_partitions_of_a_new_topic_joining_ask_for_its_metadata_at_once_and_once():
+    actor, ctx = started()
+    ctx.requests[0][2](response(wire([], brokers=(1,))))  # bootstrap done, topic t unknown
+    before = len(ctx.requests)
+    for partition in range(3):  # a consumer's assign(): its partitions join before main knows the topic
+        actor.handle(Op(pops.TOPPAR_JOIN, {"topic": "t", "partition": partition}, sender=f"ctoppar/t/{partition}"))
+    # no tick needed, and the joins behind the first one wait for its answer instead of asking again
+    assert [op.payload["args"]["topics"] for _, op, _ in ctx.requests[before:]] == [["t"]]
+    ctx.requests[-1][2](response(wire([1, 1, 1], brokers=(1,))))
+    leaders = ctx.take(pops.LEADER)
+    assert sorted(name for name, payload in leaders if payload["broker_id"] == 1) == [
+        "ctoppar/t/0", "ctoppar/t/1", "ctoppar/t/2"]
+    actor._on_tick(None)
+    assert len(ctx.requests) == before + 1  # nothing left to ask

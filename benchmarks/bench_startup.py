@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
         trees[f"kqactors-{label}"] = os.path.abspath(path)
         clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
+    if args.breakdown and shutil.which("strace") is None:
+        parser.error("--breakdown needs strace on PATH")
     runs: dict[str, list[dict]] = {client: [] for client in clients}
     runtime = SharedRuntime(args.shared_hosts, args.shared_linger) if "kqactors-shared" in clients and args.repeats else None
     try:

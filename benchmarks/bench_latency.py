@@ -5,7 +5,8 @@ End-to-end latency: kqactors against confluent-kafka in one run, alternating the
 client in one process and one poll loop, 1,000 msg/s of 100 B over a 3-partition topic, latency = produce() call →
 returned by consume(). 20,000 messages per run, so p99.9 rests on 20 samples. kqactors runs with its default
 placement (adaptive: its toppars on the main host at this rate) unless ``--set`` says otherwise. Reports medians
-over repeats of p50/p99/p99.9/max, the whole process tree's peak RSS and process count, and kqactors/peer ratios.
+over repeats of p50/p99/p99.9/max, the whole process tree's peak RSS and peak PSS (shared pages divided among the
+processes: benchmarks/harness.py) and process count, and kqactors/peer ratios.
 
     python benchmarks/bench_latency.py                       # 3 repeats, the librdkafka mock cluster (~2.5 min)
     python benchmarks/bench_latency.py --repeats 5 --count 30000
@@ -55,6 +56,7 @@ def run_once(client: str, bootstrap: str, topic: str, args: argparse.Namespace) 
         raise RuntimeError(f"{client} latency run failed ({proc.returncode}): {err[-2000:]}")
     result = json.loads(out.strip().splitlines()[-1])
     result["peak_rss_mb"] = sampler.peak_rss / 2**20
+    result["peak_pss_mb"] = sampler.peak_pss / 2**20
     result["processes"] = sampler.max_processes
     return result
 
@@ -88,20 +90,21 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_once(client, broker.bootstrap, topic, args)
                 runs[client].append(result)
                 print(f"[#{repeat + 1}] {client:16s} " + "  ".join(f"{f} {result[f]:7.2f}" for f in FIELDS) +
-                      f"  received {result['received']}  rss {result['peak_rss_mb']:.0f} MiB  "
+                      f"  received {result['received']}  rss {result['peak_rss_mb']:.0f} pss {result['peak_pss_mb']:.0f} MiB  "
                       f"processes {result['processes']}", file=sys.stderr, flush=True)
-    medians = {client: {f: statistics.median(r[f] for r in rows) for f in (*FIELDS, "peak_rss_mb", "processes")}
+    medians = {client: {f: statistics.median(r[f] for r in rows) for f in (*FIELDS, "peak_rss_mb", "peak_pss_mb", "processes")}
                for client, rows in runs.items()}
-    print("| client | p50 ms | p99 ms | p99.9 ms | max ms | peak RSS MiB | processes |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| client | p50 ms | p99 ms | p99.9 ms | max ms | peak RSS MiB | peak PSS MiB | processes |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for client in clients:
         m = medians[client]
         print(f"| {client} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {m['p999_ms']:.2f} | {m['max_ms']:.1f} | "
-              f"{m['peak_rss_mb']:.0f} | {m['processes']:.0f} |")
+              f"{m['peak_rss_mb']:.0f} | {m['peak_pss_mb']:.0f} | {m['processes']:.0f} |")
     if "kqactors" in medians and "confluent-kafka" in medians:
         ours, peer = medians["kqactors"], medians["confluent-kafka"]
         print("| kqactors/confluent-kafka | " + " | ".join(f"{ours[f] / max(peer[f], 1e-9):.2f}×"
-                                                          for f in (*FIELDS, "peak_rss_mb", "processes")) + " |")
+                                                          for f in (*FIELDS, "peak_rss_mb", "peak_pss_mb", "processes"))
+              + " |")
     return 0
 
 

@@ -4,76 +4,200 @@ Start-up benchmark: kqactors against confluent-kafka, in one run, alternating th
 (benchmarks/clients/startup_runner.py, a fresh process, client module imported before the clock starts): the
 Producer constructor, its first delivery report (linger.ms=0, one message to a 1-partition topic that exists,
 from the constructor's start), the Consumer constructor (with group.id) and its first message after assign()
-(from the constructor's start). Medians over repeats; peak RSS of the whole process tree, and the CPU time of
-the whole run (user + sys of the runner and the hosts it reaped: interpreters, imports, both clients' work and
-close), which a loaded machine disturbs less than the wall-clock columns.
+(from the constructor's start). Medians over repeats; peak RSS and peak PSS of the whole process tree (PSS
+divides the pages processes share among them: benchmarks/harness.py), and the CPU time of the whole run (user +
+sys of the runner and the hosts it reaped: interpreters, imports, both clients' work and close), which a loaded
+machine disturbs less than the wall-clock columns.
 
-    /work/venv/bin/python benchmarks/bench_startup.py                   # 5 repeats, the librdkafka mock cluster
-    /work/venv/bin/python benchmarks/bench_startup.py --repeats 3 --bootstrap host:9092
+Client ``kqactors-shared``: the runner's clients attach to a shared runtime (``kqactors.runtime.dir``), which the
+driver starts once (``python -m kqactors.cli.main runtime --dir DIR --hosts N --group-linger S``,
+``--shared-hosts``, default 0, and ``--shared-linger``, default 0: each run's producer group, its main and broker
+connections, starts anew; with S > 0 a run finds the previous run's group and its connections) and keeps for every run: what a script, a CLI or a Spark task gets when a runtime is already there. Its RSS/PSS
+columns are the app's own tree; the runtime's peak during the run is reported separately (``runtime``), and its
+CPU is not in the CPU column.
+
+``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: kqactors imported from PATH (another checkout, its native
+extensions built), run alternately with the others, so a change is measured before/after under the same load.
+
+``--breakdown N``: N extra kqactors runs (producer only) under ``strace -f``, each printed as a table of where
+the first delivery report's time goes (benchmarks/startup_breakdown.py).
+
+    python benchmarks/bench_startup.py                   # 5 repeats, the librdkafka mock cluster
+    python benchmarks/bench_startup.py --repeats 3 --clients kqactors,kqactors-shared,confluent-kafka
+    python benchmarks/bench_startup.py --repeats 0 --breakdown 3
+    python benchmarks/bench_startup.py --repeats 5 --tree before=/tmp/base --breakdown 2
+    python benchmarks/bench_startup.py --repeats 3 --bootstrap host:9092
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 
 from harness import CLIENTS_DIR, TreeSampler, broker_for_run
+from startup_breakdown import breakdown
 
-CLIENTS = ("kqactors", "confluent-kafka")
+CLIENTS = ("kqactors", "kqactors-shared", "confluent-kafka")
 FIELDS = ("producer_ctor_ms", "first_dr_ms", "consumer_ctor_ms", "first_message_ms")
+MEMORY = ("peak_rss_mb", "peak_pss_mb")
 
 
-def run_once(client: str, bootstrap: str, topic: str) -> dict:
-    command = [sys.executable, str(CLIENTS_DIR / "startup_runner.py"), "--client", client, "--bootstrap", bootstrap,
-               "--topic", topic]
+def runner_command(client: str, bootstrap: str, topic: str, runtime_dir: str = "", *extra: str) -> list[str]:
+    command = [sys.executable, str(CLIENTS_DIR / "startup_runner.py"), "--client",
+               "confluent-kafka" if client == "confluent-kafka" else "kqactors", "--bootstrap", bootstrap,
+               "--topic", topic, *extra]
+    if runtime_dir:
+        command += ["--runtime-dir", runtime_dir]
+    return command
+
+
+def tree_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a runner importing kqactors from ``tree`` (None: this one's)."""
+    if tree is None:
+        return None
+    return dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def run_once(client: str, bootstrap: str, topic: str, runtime: SharedRuntime | None = None,
+             tree: str | None = None) -> dict:
+    command = runner_command(client, bootstrap, topic, runtime.directory if runtime is not None else "")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(CLIENTS_DIR))
+    runtime_sampler = TreeSampler(runtime.proc.pid).start() if runtime is not None else None
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(CLIENTS_DIR),
+                            env=tree_env(tree))
     sampler = TreeSampler(proc.pid).start()
     try:
         out, err = proc.communicate(timeout=120)
     finally:
         sampler.stop()
+        if runtime_sampler is not None:
+            runtime_sampler.stop()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0 or not out.strip():
         raise RuntimeError(f"{client} start-up run failed ({proc.returncode}): {err[-2000:]}")
     result = json.loads(out.strip().splitlines()[-1])
     result["peak_rss_mb"] = sampler.peak_rss / 2**20
+    result["peak_pss_mb"] = sampler.peak_pss / 2**20
     result["cpu_ms"] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e3
+    if runtime_sampler is not None:
+        result["runtime_rss_mb"] = runtime_sampler.peak_rss / 2**20
+        result["runtime_pss_mb"] = runtime_sampler.peak_pss / 2**20
     return result
+
+
+class SharedRuntime:
+    """``kqactors runtime --dir DIR`` started once for every kqactors-shared run, stopped at the end."""
+
+    def __init__(self, hosts: int, linger: float) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        self.directory = os.path.join(self._tmp.name, "rt")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", self.directory,
+                                      "--hosts", str(hosts), "--group-linger", str(linger)])
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.path.join(self.directory, "runtime.json")):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the shared runtime did not start")
+            time.sleep(0.05)
+        time.sleep(2.0)  # its hosts' preloads (imports) finish before the first run
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+        self._tmp.cleanup()
+
+
+def print_table(clients: list[str], runs: dict[str, list[dict]]) -> None:
+    columns = (*FIELDS, *MEMORY, "cpu_ms")
+    medians = {client: {f: statistics.median(r[f] for r in rows) for f in columns if f in rows[0]}
+               for client, rows in runs.items() if rows}
+    print("| client | Producer() ms | first DR ms | Consumer() ms | first message ms | peak RSS MiB | peak PSS MiB "
+          "| CPU ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for client in clients:
+        m = medians.get(client)
+        if m is None:
+            continue
+        print(f"| {client} | {m['producer_ctor_ms']:.1f} | {m['first_dr_ms']:.1f} | {m['consumer_ctor_ms']:.1f} | "
+              f"{m['first_message_ms']:.1f} | {m['peak_rss_mb']:.0f} | {m['peak_pss_mb']:.0f} | {m['cpu_ms']:.0f} |")
+    rows = runs.get("kqactors-shared")
+    if rows:
+        rss = statistics.median(r["runtime_rss_mb"] for r in rows)
+        pss = statistics.median(r["runtime_pss_mb"] for r in rows)
+        print(f"| (kqactors-shared's runtime, not in the row above) | | | | | {rss:.0f} | {pss:.0f} | |")
+    peer = medians.get("confluent-kafka")
+    for client in clients:
+        if client == "confluent-kafka" or peer is None or client not in medians:
+            continue
+        ours = medians[client]
+        print(f"| {client}/confluent-kafka | " + " | ".join(f"{ours[f] / max(peer[f], 1e-9):.1f}×"
+                                                          for f in columns) + " |")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="bootstrap.servers (default: the librdkafka mock cluster)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--clients", default="kqactors,confluent-kafka",
+                        help=f"comma-separated, of {', '.join(CLIENTS)}")
+    parser.add_argument("--shared-hosts", type=int, default=0, help="toppar hosts of kqactors-shared's runtime")
+    parser.add_argument("--shared-linger", type=float, default=0.0,
+                        help="kqactors-shared's runtime keeps a producer group this many seconds after its last client")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
+                        help="also run kqactors imported from PATH, as client kqactors-LABEL")
+    parser.add_argument("--breakdown", type=int, default=0, metavar="N",
+                        help="N traced kqactors producer runs: where the first delivery report's time goes")
     args = parser.parse_args(argv)
-    runs: dict[str, list[dict]] = {client: [] for client in CLIENTS}
-    with broker_for_run(args.bootstrap, "mock") as broker:
-        for repeat in range(args.repeats):
-            for client in CLIENTS:  # alternating, so drift in the machine's load hits both alike
-                topic = f"startup-{client}-{uuid.uuid4().hex[:8]}"
+    clients = [c for c in args.clients.split(",") if c]
+    unknown = set(clients) - set(CLIENTS)
+    if unknown:
+        parser.error(f"unknown clients {sorted(unknown)}; known: {', '.join(CLIENTS)}")
+    trees: dict[str, str] = {}
+    for item in args.tree:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
+            parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
+        trees[f"kqactors-{label}"] = os.path.abspath(path)
+        clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
+    if args.breakdown and shutil.which("strace") is None:
+        parser.error("--breakdown needs strace on PATH")
+    runs: dict[str, list[dict]] = {client: [] for client in clients}
+    runtime = SharedRuntime(args.shared_hosts, args.shared_linger) if "kqactors-shared" in clients and args.repeats else None
+    try:
+        with broker_for_run(args.bootstrap, "mock") as broker:
+            for repeat in range(args.repeats):
+                for client in clients:  # alternating, so drift in the machine's load hits both alike
+                    topic = f"startup-{client}-{uuid.uuid4().hex[:8]}"
+                    broker.create_topic(topic, 1)
+                    result = run_once(client, broker.bootstrap, topic,
+                                      runtime if client == "kqactors-shared" else None, trees.get(client))
+                    runs[client].append(result)
+                    shared = (f"  runtime rss {result['runtime_rss_mb']:.0f} pss {result['runtime_pss_mb']:.0f} MiB"
+                              if "runtime_rss_mb" in result else "")
+                    print(f"[#{repeat + 1}] {client:16s} " + "  ".join(f"{f} {result[f]:7.1f}" for f in FIELDS) +
+                          f"  rss {result['peak_rss_mb']:.0f} pss {result['peak_pss_mb']:.0f} MiB"
+                          f"  cpu {result['cpu_ms']:.0f} ms{shared}", file=sys.stderr, flush=True)
+            for number in range(args.breakdown):
+                topic = f"startup-breakdown-{uuid.uuid4().hex[:8]}"
                 broker.create_topic(topic, 1)
-                result = run_once(client, broker.bootstrap, topic)
-                runs[client].append(result)
-                print(f"[#{repeat + 1}] {client:16s} " + "  ".join(f"{f} {result[f]:7.1f}" for f in FIELDS) +
-                      f"  rss {result['peak_rss_mb']:.0f} MiB  cpu {result['cpu_ms']:.0f} ms", file=sys.stderr,
-                      flush=True)
-    medians = {client: {f: statistics.median(r[f] for r in rows) for f in (*FIELDS, "peak_rss_mb", "cpu_ms")}
-               for client, rows in runs.items()}
-    print("| client | Producer() ms | first DR ms | Consumer() ms | first message ms | peak RSS MiB | CPU ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for client in CLIENTS:
-        m = medians[client]
-        print(f"| {client} | {m['producer_ctor_ms']:.1f} | {m['first_dr_ms']:.1f} | {m['consumer_ctor_ms']:.1f} | "
-              f"{m['first_message_ms']:.1f} | {m['peak_rss_mb']:.0f} | {m['cpu_ms']:.0f} |")
-    ours, peer = medians["kqactors"], medians["confluent-kafka"]
-    print("| kqactors/confluent-kafka | " + " | ".join(f"{ours[f] / max(peer[f], 1e-9):.1f}×"
-                                                      for f in (*FIELDS, "peak_rss_mb", "cpu_ms")) + " |")
+                for label, tree in [("kqactors", None), *trees.items()]:
+                    print(f"\nbreakdown #{number + 1}, {label} (producer under strace -f):\n")
+                    print(breakdown(runner_command("kqactors", broker.bootstrap, topic, "", "--producer-only"),
+                                    tree_env(tree)))
+    finally:
+        if runtime is not None:
+            runtime.close()
+    if args.repeats:
+        print_table(clients, runs)
     return 0
 
 

@@ -9,7 +9,12 @@ What is measured, per run:
 - CPU seconds: user+system time of the runner and all its descendants, between GO and RESULT (see the
   handshake in clients/_common.py). A sampler thread reads every process of the tree every ~50 ms and keeps
   each pid's latest cumulative CPU, so a child that exits mid-run still counts up to its last sample.
-- Peak RSS: the largest sum of RSS over the tree seen by the sampler, over the runner's whole life.
+- Peak RSS: the largest sum of RSS over the tree seen by the sampler, over the runner's whole life. RSS counts
+  every page a process maps, so pages several processes share (libpython, libzmq, the interpreter's own) count
+  once per process: a client of several processes looks bigger than it is.
+- Peak PSS (proportional set size, /proc/<pid>/smaps_rollup): each shared page divided among the processes
+  that map it, so the sum over the tree is what the tree costs the machine; the fair comparison between a
+  one-process client and one of several processes. Both are reported.
 
 Fairness (what each client gets):
 - confluent-kafka and kqactors: the same config dict: acks=1, linger.ms=5 (librdkafka's default, written
@@ -56,7 +61,7 @@ class RunFailed(RuntimeError):
 
 
 class TreeSampler:
-    """Samples CPU time and RSS of a process and all its descendants on a background thread."""
+    """Samples CPU time, RSS and PSS of a process and all its descendants on a background thread."""
 
     def __init__(self, pid: int, interval: float = SAMPLE_INTERVAL_S) -> None:
         self._root = psutil.Process(pid)
@@ -65,6 +70,8 @@ class TreeSampler:
         self._cpu_by_pid: dict[int, float] = {}
         self._baseline: dict[int, float] = {}
         self.peak_rss = 0
+        #: peak of the tree's summed PSS; 0 where smaps_rollup cannot be read (not Linux, another user's process)
+        self.peak_pss = 0
         self.max_processes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tree-sampler", daemon=True)
@@ -89,21 +96,24 @@ class TreeSampler:
             return []
 
     def sample(self) -> None:
-        """Read every live process of the tree once; remember per-pid CPU and update the RSS peak."""
-        rss_total = 0
+        """Read every live process of the tree once; remember per-pid CPU and update the RSS and PSS peaks."""
+        rss_total = pss_total = 0
         seen: dict[int, float] = {}
         for process in self._processes():
             try:
                 with process.oneshot():
                     times = process.cpu_times()
                     rss = process.memory_info().rss
+                pss = _pss(process)
             except psutil.Error:
                 continue
             seen[process.pid] = times.user + times.system
             rss_total += rss
+            pss_total += pss
         with self._lock:
             self._cpu_by_pid.update(seen)
             self.peak_rss = max(self.peak_rss, rss_total)
+            self.peak_pss = max(self.peak_pss, pss_total)
             self.max_processes = max(self.max_processes, len(seen))
 
     def mark_baseline(self) -> None:
@@ -117,6 +127,14 @@ class TreeSampler:
         self.sample()
         with self._lock:
             return sum(cpu - self._baseline.get(pid, 0.0) for pid, cpu in self._cpu_by_pid.items())
+
+
+def _pss(process: psutil.Process) -> int:
+    """The process's PSS in bytes (psutil reads /proc/<pid>/smaps_rollup), 0 where it cannot be read."""
+    try:
+        return int(getattr(process.memory_full_info(), "pss", 0))
+    except psutil.AccessDenied:
+        return 0
 
 
 @dataclass
@@ -135,6 +153,7 @@ class RunResult:
     peak_rss_mb: float
     processes: int
     extra: dict[str, Any] = field(default_factory=dict)
+    peak_pss_mb: float = 0.0
 
 
 @dataclass
@@ -216,6 +235,7 @@ def run_client(client: str, case: str, repeat: int, bootstrap: str, topic: str, 
         errors=dict(report["errors"]), elapsed_s=elapsed, msgs_per_s=delivered / elapsed,
         mb_per_s=delivered * size / elapsed / 1e6, cpu_s=cpu_s, peak_rss_mb=sampler.peak_rss / 2**20,
         processes=sampler.max_processes, extra={k: v for k, v in report.items() if k not in known},
+        peak_pss_mb=sampler.peak_pss / 2**20,
     )
 
 
@@ -265,6 +285,7 @@ class CaseSummary:
     cpu_us_per_msg: float
     peak_rss_mb: float
     errors: int
+    peak_pss_mb: float = 0.0
 
 
 def summarise(results: list[RunResult]) -> list[CaseSummary]:
@@ -282,6 +303,7 @@ def summarise(results: list[RunResult]) -> list[CaseSummary]:
             cpu_s=cpu, cpu_us_per_msg=cpu / messages * 1e6,
             peak_rss_mb=statistics.median(r.peak_rss_mb for r in runs),
             errors=sum(sum(r.errors.values()) for r in runs),
+            peak_pss_mb=statistics.median(r.peak_pss_mb for r in runs),
         ))
     return summaries
 
@@ -291,15 +313,16 @@ def markdown_table(summaries: list[CaseSummary], cases: list[str], clients: list
     """One row per (case, client); the last column is the reference client's msgs/s over this client's."""
     by_key = {(s.case, s.client): s for s in summaries}
     lines = [
-        f"| case | client | msgs/s | MB/s | CPU s | CPU µs/msg | peak RSS MiB | errors | {reference}/peer msgs/s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| case | client | msgs/s | MB/s | CPU s | CPU µs/msg | peak RSS MiB | peak PSS MiB | errors | "
+        f"{reference}/peer msgs/s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in cases:
         ref = by_key.get((case, reference))
         for client in clients:
             row = by_key.get((case, client))
             if row is None:
-                lines.append(f"| {case} | {client} | pending | | | | | | |")
+                lines.append(f"| {case} | {client} | pending | | | | | | | |")
                 continue
             if client == reference:
                 ratio = "—"
@@ -309,7 +332,7 @@ def markdown_table(summaries: list[CaseSummary], cases: list[str], clients: list
                 ratio = f"{ref.msgs_per_s / row.msgs_per_s:.2f}"
             lines.append(
                 f"| {case} | {client} | {row.msgs_per_s:,.0f} | {row.mb_per_s:.1f} | {row.cpu_s:.2f} | "
-                f"{row.cpu_us_per_msg:.1f} | {row.peak_rss_mb:.0f} | {row.errors} | {ratio} |"
+                f"{row.cpu_us_per_msg:.1f} | {row.peak_rss_mb:.0f} | {row.peak_pss_mb:.0f} | {row.errors} | {ratio} |"
             )
     return "\n".join(lines)
 

@@ -35,6 +35,10 @@ TICK_SECONDS = 0.05
 _TICK = "MAIN_TICK"
 _STATS_TICK = "MAIN_STATS_TICK"
 _EXPIRY_CHECK_S = 1.0  # how often the metadata cache is swept for entries older than metadata.max.age.ms
+#: how long a replaced bootstrap broker that is up may take to answer main's requests already written to it
+#: (start-up: the app's first topic look-up follows main's brokers-only request on the same connection; stopping
+#: the broker failed it over to a learned broker still connecting)
+_BOOTSTRAP_RETIRE_WAIT_S = 1.0
 
 # a request that failed with these may succeed on another broker (_DESTROY: a bootstrap broker retired)
 _RETRY_ELSEWHERE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._DESTROY, KafkaError._RESOLVE}
@@ -74,12 +78,16 @@ def parse_bootstrap(servers: Any) -> list[tuple[str, int]]:
 
 
 class BrokerHandle:
-    __slots__ = ("node_id", "name", "host", "port", "state", "bootstrap")
+    __slots__ = ("node_id", "name", "host", "port", "state", "bootstrap", "in_flight", "retire_by")
 
     def __init__(self, node_id: int, name: str, host: str, port: int, bootstrap: bool) -> None:
         self.node_id, self.name, self.host, self.port = node_id, name, host, port
         self.state = "INIT"
         self.bootstrap = bootstrap
+        self.in_flight = 0  # main's metadata requests waiting on this broker
+        #: a bootstrap broker that metadata has replaced: stopped once its requests are answered, at the latest
+        #: at this time.monotonic() (None: not retiring)
+        self.retire_by: float | None = None
 
 
 BROKER_PROPERTIES = (
@@ -149,6 +157,8 @@ class MainActor(TxnWiring, Actor):
         self.max_age_s = int(self.config.get("metadata.max.age.ms", 900000) or 900000) / 1000
         self.topic_seen_at: dict[str, float] = {}
         self.next_expiry_check = 0.0
+        #: the topics of the scheduler's request in flight (set() when none is)
+        self.refreshing: set[str] = set()
         #: crash recovery (docs/reliability.md): what the app kept of the main that died before this one
         #: (``_recovery`` in the shipped config, kept current by the app): the producer id/epoch its toppars stamp
         #: (adopted instead of a new InitProducerId, so the broker goes on deduplicating their retries) and the
@@ -212,6 +222,8 @@ class MainActor(TxnWiring, Actor):
         if now >= self.next_expiry_check:
             self.next_expiry_check = now + _EXPIRY_CHECK_S
             self._expire_metadata(now)
+        if self.cache.brokers:
+            self._retire_bootstrap_brokers(now)
 
     def _emit_log(self, payload: dict[str, Any]) -> None:
         self.ctx.send(self.app, Op(ops.LOG, payload))
@@ -274,9 +286,23 @@ class MainActor(TxnWiring, Actor):
                 self.ctx.send(self.app, Op(ops.ERR, ops.err_payload(
                     KafkaError._ALL_BROKERS_DOWN, f"{len(self.brokers)}/{len(self.brokers)} brokers are down")))
 
+    def _retire_bootstrap_brokers(self, now: float) -> None:
+        """Metadata named the cluster's brokers: stop the bootstrap ones (as before), except one that is up and
+        still owes main answers, which goes once they came or ``_BOOTSTRAP_RETIRE_WAIT_S`` passed (a request
+        still waiting then fails over to a learned broker, as every one did before)."""
+        for handle in [h for h in self.brokers.values() if h.bootstrap]:
+            if handle.in_flight and handle.state == "UP":
+                if handle.retire_by is None:
+                    handle.retire_by = now + _BOOTSTRAP_RETIRE_WAIT_S
+                if now < handle.retire_by:
+                    continue
+            self._remove_broker(handle.node_id)
+
     def _pick_broker(self) -> BrokerHandle | None:
-        """An UP broker (learned ones first), else any: broker actors queue work until connected."""
-        handles = sorted(self.brokers.values(), key=lambda h: (h.state != "UP", h.bootstrap, h.state == "DOWN"))
+        """An UP broker (learned ones first), else any: broker actors queue work until connected. Never a
+        bootstrap broker on its way out."""
+        handles = sorted((h for h in self.brokers.values() if h.retire_by is None),
+                         key=lambda h: (h.state != "UP", h.bootstrap, h.state == "DOWN"))
         if not handles:
             return None
         best = [h for h in handles if (h.state, h.bootstrap) == (handles[0].state, handles[0].bootstrap)]
@@ -290,8 +316,9 @@ class MainActor(TxnWiring, Actor):
         if due is False:
             return
         requested = sorted(self.topics) if due is None else list(due)
-        self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms, self.allow_auto_create,
-                               "refresh")
+        if self._request_metadata(requested, self._on_refresh_reply, self.socket_timeout_ms, self.allow_auto_create,
+                                  "refresh"):
+            self.refreshing = set(requested)
 
     def _request_metadata(self, topics: list[str] | None, on_reply: Any, timeout_ms: int,
                           allow_auto_create: bool = False, reason: str = "") -> bool:
@@ -303,11 +330,19 @@ class MainActor(TxnWiring, Actor):
             self.clog.debug("metadata", "METADATA", f"{_log_name(broker)}: Request metadata for {what}: {reason}")
         payload = {"kind": "Metadata", "args": {"topics": topics, "allow_auto_create": allow_auto_create},
                    "timeout_ms": timeout_ms}
-        self.ctx.request(broker.name, Op(ops.REQUEST, payload),
-                         lambda reply: on_reply(reply, topics), timeout_ms / 1000 + 1.0)
+        broker.in_flight += 1
+
+        def answered(reply: Op) -> None:
+            broker.in_flight -= 1
+            on_reply(reply, topics)
+            if broker.retire_by is not None and not broker.in_flight and self.brokers.get(broker.node_id) is broker:
+                self._remove_broker(broker.node_id)
+
+        self.ctx.request(broker.name, Op(ops.REQUEST, payload), answered, timeout_ms / 1000 + 1.0)
         return True
 
     def _on_refresh_reply(self, reply: Op, requested: list[str] | None) -> None:
+        self.refreshing = set()
         now = time.monotonic()
         error, reason, result = ops.unpack_response(reply)
         if error:
@@ -339,8 +374,7 @@ class MainActor(TxnWiring, Actor):
         for info in delta.brokers_removed:
             self._remove_broker(info.node_id)
         if self.cache.brokers:
-            for handle in [h for h in self.brokers.values() if h.bootstrap]:
-                self._remove_broker(handle.node_id)
+            self._retire_bootstrap_brokers(now)
         for change in delta.leader_changes:
             membership = ops.partition_membership_payload(change.topic, change.partition, change.leader_epoch)
             if change.old_leader in self.brokers:
@@ -455,7 +489,11 @@ class MainActor(TxnWiring, Actor):
         self.restored.discard(name)  # the reply below is its first answer from this main
         if topic not in self.topics or topic not in self.cache.topics:  # new, or its cache entry expired
             self.topics.add(topic)
-            self.scheduler.request([topic], time.monotonic())
+            if topic not in self.refreshing:  # the request on its way names it: its answer serves this join too
+                # at once, as librdkafka looks a new topic up (a consumer's partitions join before main knows their
+                # topic; the next tick came up to TICK_SECONDS later)
+                self.scheduler.request([topic], time.monotonic())
+                self._maybe_refresh(time.monotonic())
         elif self.cache.leader(topic, partition) >= 0 and self._routable(self.cache.leader(topic, partition)) < 0:
             self.scheduler.request([topic], time.monotonic())  # its leader's broker is unknown: query fast
         reply = {**pops.leader_payload(topic, partition, self._routable(self.cache.leader(topic, partition)),

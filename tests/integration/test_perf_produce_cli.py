@@ -145,7 +145,11 @@ def test_benchmark_harness_measures_a_fresh_runner_process_tree(tansu, unique_to
                         compression="none", timeout_s=90)
     assert result.delivered == count and result.errors == {}
     assert result.cpu_s > 0 and result.peak_rss_mb > 5 and result.msgs_per_s > 0
+    # PSS divides shared pages among the processes mapping them: never above RSS, and below it once the
+    # tree's processes share libpython and the other libraries
+    assert 0 < result.peak_pss_mb <= result.peak_rss_mb
     if client == "kqactors":
         assert result.processes > 1  # host processes are part of what is measured
+        assert result.peak_pss_mb < result.peak_rss_mb
     # 10 warm-up messages plus the measured ones.
     assert partition_counts(tansu.bootstrap, unique_topic, count + 10) == (3, count + 10)

@@ -251,3 +251,66 @@ def test_a_leader_whose_broker_comes_back_is_routed_again():
     ctx.requests[-1][2](response(wire([1], brokers=(1, 2))))
     assert ctx.take(pops.LEADER) == [("toppar/t/0", pops.leader_payload("t", 0, 1, 0))]
     assert ("broker/1", ops.partition_membership_payload("t", 0, 0)) in ctx.take(ops.PARTITION_JOIN)
+
+
+def _bootstrap_up_with_the_apps_lookup_behind_mains() -> tuple[MainActor, RecordingContext]:
+    """Start-up as it runs: main's brokers-only request, then the app's topic look-up, both written to the one
+    bootstrap connection."""
+    ctx = RecordingContext()
+    actor = MainActor(ctx, {"bootstrap.servers": "127.0.0.1:9001"})
+    actor.on_start()
+    actor.handle(Op(ops.BROKER_STATE, {"node_id": -1, "state": "UP"}))
+    actor.handle(Op(ops.METADATA, {"topics": ["t"]}, reply_to=("app", 1, 0)))
+    assert [name for name, _, _ in ctx.requests] == ["broker/-1", "broker/-1"]
+    return actor, ctx
+
+
+def test_a_replaced_bootstrap_broker_answers_the_lookups_written_to_it_first():
+    actor, ctx = _bootstrap_up_with_the_apps_lookup_behind_mains()
+    ctx.requests[0][2](response(wire([], brokers=(1,))))  # brokers only
+    assert ctx.spawned == ["broker/-1", "broker/1"]
+    assert ctx.stopped == []  # the app's look-up is still on its connection: not failed over to broker/1
+    assert actor._pick_broker().name == "broker/1"  # nothing new goes to it
+    ctx.requests[1][2](response(wire([0])))  # the app's look-up, answered by the bootstrap connection
+    ((request, reply),) = ctx.replies
+    assert reply.payload["error_code"] == 0 and reply.payload["metadata"]["topics"][0][0] == "t"
+    assert ctx.stopped == ["broker/-1"]
+    assert len(ctx.requests) == 2  # no retry elsewhere
+
+
+def test_a_replaced_bootstrap_broker_that_does_not_answer_is_stopped_after_the_wait():
+    actor, ctx = _bootstrap_up_with_the_apps_lookup_behind_mains()
+    ctx.requests[0][2](response(wire([], brokers=(1,))))
+    actor._retire_bootstrap_brokers(time.monotonic() + 0.5)
+    assert ctx.stopped == []
+    actor._retire_bootstrap_brokers(time.monotonic() + 1.5)
+    assert ctx.stopped == ["broker/-1"]
+    # the look-up it held fails over as before: the broker actor's stop fails it with _TRANSPORT
+    ctx.requests[1][2](error_response(KafkaError._TRANSPORT))
+    assert ctx.requests[-1][0] == "broker/1" and ctx.replies == []
+    assert ctx.stopped == ["broker/-1"]  # stopped once
+
+
+def test_a_replaced_bootstrap_broker_not_up_is_stopped_at_once():
+    ctx = RecordingContext()
+    actor = MainActor(ctx, {"bootstrap.servers": "127.0.0.1:9001"})
+    actor.on_start()
+    actor.handle(Op(ops.METADATA, {"topics": ["t"]}, reply_to=("app", 1, 0)))
+    ctx.requests[0][2](response(wire([], brokers=(1,))))
+    assert ctx.stopped == ["broker/-1"]
+
+
+def test_partitions_of_a_new_topic_joining_ask_for_its_metadata_at_once_and_once():
+    actor, ctx = started()
+    ctx.requests[0][2](response(wire([], brokers=(1,))))  # bootstrap done, topic t unknown
+    before = len(ctx.requests)
+    for partition in range(3):  # a consumer's assign(): its partitions join before main knows the topic
+        actor.handle(Op(pops.TOPPAR_JOIN, {"topic": "t", "partition": partition}, sender=f"ctoppar/t/{partition}"))
+    # no tick needed, and the joins behind the first one wait for its answer instead of asking again
+    assert [op.payload["args"]["topics"] for _, op, _ in ctx.requests[before:]] == [["t"]]
+    ctx.requests[-1][2](response(wire([1, 1, 1], brokers=(1,))))
+    leaders = ctx.take(pops.LEADER)
+    assert sorted(name for name, payload in leaders if payload["broker_id"] == 1) == [
+        "ctoppar/t/0", "ctoppar/t/1", "ctoppar/t/2"]
+    actor._on_tick(None)
+    assert len(ctx.requests) == before + 1  # nothing left to ask

@@ -12,7 +12,6 @@ import io
 import json
 import math
 import socket
-import time
 import zlib
 
 import pytest
@@ -229,10 +228,10 @@ def test_failed_deliveries_give_exit_1_and_grouped_errors(capsys):
 # -- large messages, Ctrl-C ---------------------------------------------------------------------------------
 
 
-def test_large_messages_get_fewer_distinct_payloads_built_quickly():
-    started = time.monotonic()
+def test_large_messages_get_fewer_distinct_payloads():
+    # 1024 distinct 500 KB payloads were 16 s and 543 MB of work: the count and the bytes bound it now (no
+    # wall-clock check: a loaded CI machine would make one flaky)
     payloads = make_payloads(500_000)
-    assert time.monotonic() - started < 5  # it was 16 s and 543 MB for 1024 of them
     assert 2 <= len(payloads) <= 34 and sum(map(len, payloads)) <= MAX_PAYLOAD_BYTES + 500_000
     assert all(len(p) == 500_000 for p in payloads) and len(set(payloads)) == len(payloads)
     assert len(make_payloads(16 * 1024)) == 1024  # up to 16 KiB: unchanged

@@ -421,10 +421,25 @@ static PyTypeObject PackerType = {
  * Buffers: the C base of producer_buffers' native ProducerBuffers
  * ==================================================================================================== */
 
+static void buffers_forget_last(Buffers *self) {
+    Py_CLEAR(self->last_topic);
+    Py_CLEAR(self->last_partition);
+    Py_CLEAR(self->last_partitions);
+    Py_CLEAR(self->last_buf);
+    Py_CLEAR(self->last_packer);
+    Py_CLEAR(self->last_pending);
+}
+
 static int buffers_traverse(Buffers *self, visitproc visit, void *arg) {
     Py_VISIT(self->lock);
     Py_VISIT(self->partitions);
     Py_VISIT(self->ready);
+    Py_VISIT(self->last_topic);
+    Py_VISIT(self->last_partition);
+    Py_VISIT(self->last_partitions);
+    Py_VISIT(self->last_buf);
+    Py_VISIT(self->last_packer);
+    Py_VISIT(self->last_pending);
     return 0;
 }
 
@@ -432,6 +447,7 @@ static int buffers_clear(Buffers *self) {
     Py_CLEAR(self->lock);
     Py_CLEAR(self->partitions);
     Py_CLEAR(self->ready);
+    buffers_forget_last(self);
     return 0;
 }
 
@@ -460,28 +476,50 @@ int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, Py
             (self->nbytes + size > self->max_bytes && self->count > 0))
             return 0;
     }
-    PyObject *tp = PyTuple_Pack(2, topic, partition);
-    if (tp == NULL) return -1;
-    PyObject *buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
-    Py_DECREF(tp);
-    if (buf != NULL) {
-        Py_INCREF(buf);
-    } else {
-        if (PyErr_Occurred()) return -1;
-        /* First message to this partition: the Python side creates and registers its PartitionBuffer. */
-        PyObject *call_args[3] = {(PyObject *)self, topic, partition};
-        buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
-        if (buf == NULL) return -1;
-    }
     int rc = -1;
-    PyObject *msgid = NULL, *next = NULL, *packer = NULL, *pending = NULL, *res = NULL;
-    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
-    if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
-    if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
-    if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
-        PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
-        goto done;
+    PyObject *buf, *msgid = NULL, *next = NULL, *packer = NULL, *pending = NULL, *res = NULL;
+    if (topic == self->last_topic && partition == self->last_partition && self->partitions == self->last_partitions) {
+        buf = self->last_buf;  /* the same partition as the last append (see Buffers.last_*) */
+        packer = self->last_packer;
+        pending = self->last_pending;
+        Py_INCREF(buf);
+        Py_INCREF(packer);
+        Py_INCREF(pending);
+    } else {
+        PyObject *tp = PyTuple_Pack(2, topic, partition);
+        if (tp == NULL) return -1;
+        buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
+        Py_DECREF(tp);
+        if (buf != NULL) {
+            Py_INCREF(buf);
+        } else {
+            if (PyErr_Occurred()) return -1;
+            /* First message to this partition: the Python side creates and registers its PartitionBuffer. */
+            PyObject *call_args[3] = {(PyObject *)self, topic, partition};
+            buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
+            if (buf == NULL) return -1;
+        }
+        if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
+        if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
+        if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
+            PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
+            goto done;
+        }
+        buffers_forget_last(self);
+        Py_INCREF(topic);
+        Py_INCREF(partition);
+        Py_INCREF(self->partitions);
+        Py_INCREF(buf);
+        Py_INCREF(packer);
+        Py_INCREF(pending);
+        self->last_topic = topic;
+        self->last_partition = partition;
+        self->last_partitions = self->partitions;
+        self->last_buf = buf;
+        self->last_packer = packer;
+        self->last_pending = pending;
     }
+    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
     long long id = PyLong_AsLongLong(msgid);
     if (id == -1 && PyErr_Occurred()) goto done;
     if ((next = PyLong_FromLongLong(id + 1)) == NULL) goto done;

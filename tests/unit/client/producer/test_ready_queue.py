@@ -156,3 +156,21 @@ def test_native_queue_releases_every_reference():
         del ready, pending
     gc.collect()
     assert [sys.getrefcount(obj) for obj in objects] == before
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
+def test_native_append_alternating_partitions_keeps_each_partitions_msgids_and_frames():
+    """The C append remembers the last partition it appended to: alternating partitions, topics and a new
+    partition in between must still number and pack each partition's messages on their own."""
+    from kqactors.client.producer.buffers import new_producer_buffers
+
+    buffers = new_producer_buffers(1000, 1000)
+    order = [("a", 0), ("a", 0), ("a", 1), ("b", 0), ("a", 0), ("a", 1), ("a", 1), ("a", 2), ("a", 0)]
+    for index, (topic, partition) in enumerate(order):
+        assert buffers.append(topic, partition, None, b"v%d" % index, None, 1, None, 2)
+    got = {(buf.topic, buf.partition): (first, count) for buf, first, count, *_ in buffers.take_all()}
+    assert got == {("a", 0): (1, 4), ("a", 1): (1, 3), ("b", 0): (1, 1), ("a", 2): (1, 1)}
+    pending = {key: sorted((msgid, entry[1]) for msgid, entry in buf.pending.items())
+               for key, buf in buffers.partitions.items()}
+    assert pending[("a", 0)] == [(1, b"v0"), (2, b"v1"), (3, b"v4"), (4, b"v8")]
+    assert pending[("a", 1)] == [(1, b"v2"), (2, b"v5"), (3, b"v6")]

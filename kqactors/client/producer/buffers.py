@@ -33,7 +33,10 @@ _KEY, _VALUE, _HEADERS, _TS, _CB, _ENQ, _SIZE = range(7)
 
 
 class PartitionBuffer:
-    """Messages of one partition not yet handed to its toppar actor, plus those awaiting a report."""
+    """Messages of one partition not yet handed to its toppar actor, plus those awaiting a report.
+
+    ``packer`` and ``pending`` are never replaced (nor is a partition's buffer): the C append keeps the last
+    partition's in hand (Buffers.last_* in kqactors/native/_native.h)."""
 
     __slots__ = ("topic", "partition", "name", "packer", "next_msgid", "pending", "spawned", "host",
                  "incarnation", "handed_upto", "restart_notice", "seq_notes", "seq_next", "spawn_retry_at")

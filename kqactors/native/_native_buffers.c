@@ -1149,6 +1149,18 @@ static PyObject *rq_iter(ReadyQueue *q) {
     return it;
 }
 
+/* pending.pop(key, None): a new reference (Py_None when absent), NULL on error. */
+static PyObject *pending_pop(PyObject *pending, PyObject *key) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *out = NULL;
+    if (PyDict_Pop(pending, key, &out) < 0) return NULL;
+    if (out == NULL) Py_RETURN_NONE;
+    return out;
+#else
+    return _PyDict_Pop(pending, key, Py_None);
+#endif
+}
+
 /* add_ok(pending, topic, partition, first, count, base_offset, default_cb, now, create_time_type)
  *     -> (done, freed)
  * complete_ok() of a whole row (read that, and producer_buffers._complete_ok_py, for the semantics): every
@@ -1208,39 +1220,46 @@ static PyObject *rq_add_ok(ReadyQueue *q, PyObject *const *args, Py_ssize_t narg
             failed = 1;
             break;
         }
-        PyObject *entry = PyDict_GetItemWithError(pending, key);  /* borrowed */
-        if (entry == NULL) {
+        PyObject *entry = pending_pop(pending, key);  /* one look-up, not a get and a delete */
+        if (entry == NULL || entry == Py_None) {
             Py_DECREF(key);
-            if (PyErr_Occurred()) {
+            Py_XDECREF(entry);
+            if (entry == NULL) {
                 failed = 1;
                 break;
             }
             continue;  /* already reported (e.g. purged locally) */
         }
+        Py_ssize_t size = -1;
+        PyObject *callback = NULL;
+        int truth = -1;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != P_LEN) {
-            Py_DECREF(key);
             PyErr_SetString(PyExc_TypeError, "add_ok(): malformed pending entry");
-            failed = 1;
-            break;
+        } else {
+            size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
+            callback = PyTuple_GET_ITEM(entry, P_CB);
+            truth = 1;
+            if (size == -1 && PyErr_Occurred()) truth = -1;
+            else if (callback != Py_None) truth = PyObject_IsTrue(callback);
         }
-        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
-        PyObject *callback = PyTuple_GET_ITEM(entry, P_CB);
-        int truth = 1;
-        if (size == -1 && PyErr_Occurred()) truth = -1;
-        else if (callback != Py_None) truth = PyObject_IsTrue(callback);
         if (truth < 0) {
-            Py_DECREF(key);
-            failed = 1;
-            break;
-        }
-        if (callback == Py_None || !truth) callback = default_cb;
-        Py_INCREF(entry);  /* keep it alive past its removal from the dict */
-        if (PyDict_DelItem(pending, key) < 0) {
+            /* back where it was, pending, as complete_ok leaves an entry it fails on */
+            PyObject *exc_type, *exc_value, *exc_tb;
+            PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+            int lost = PyDict_SetItem(pending, key, entry) < 0;
+            if (lost) {
+                Py_XDECREF(exc_type);
+                Py_XDECREF(exc_value);
+                Py_XDECREF(exc_tb);
+            } else {
+                PyErr_Restore(exc_type, exc_value, exc_tb);
+            }
             Py_DECREF(entry);
             Py_DECREF(key);
             failed = 1;
             break;
         }
+        if (callback == Py_None || !truth) callback = default_cb;
         Py_DECREF(key);
         done++;
         freed += size;

@@ -142,9 +142,10 @@ class ProducerBuffers:
     native: Any = None                     # the kqactors.native._native module behind this class, if any
     _packer_class: Callable[[], Any] = PyMessagePacker
     _ready_class: Callable[[], Any] = PyReadyQueue
+    _lock_class: Callable[[], Any] = threading.Lock
 
     def __init__(self, max_messages: int, max_kbytes: int) -> None:
-        self.lock = threading.Lock()
+        self.lock = self._lock_class()  # (the extension's Lock, which its C append takes without Python calls)
         self.partitions: dict[tuple[str, int], PartitionBuffer] = {}
         self.max_messages = max_messages  # 0 = no limit
         self.max_bytes = max_kbytes * 1024
@@ -394,6 +395,7 @@ def native_buffers_class(native: Any) -> type[ProducerBuffers]:
             "native": native,
             "_packer_class": native.Packer,
             "_ready_class": native.ReadyQueue,
+            "_lock_class": native.Lock,
             "append": native.Buffers.append,
         })
         _native_classes[id(native)] = cls

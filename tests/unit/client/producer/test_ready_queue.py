@@ -174,3 +174,36 @@ def test_native_append_alternating_partitions_keeps_each_partitions_msgids_and_f
                for key, buf in buffers.partitions.items()}
     assert pending[("a", 0)] == [(1, b"v0"), (2, b"v1"), (3, b"v4"), (4, b"v8")]
     assert pending[("a", 1)] == [(1, b"v2"), (2, b"v5"), (3, b"v6")]
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
+def test_native_lock_behaves_as_threading_lock():
+    """ProducerBuffers.lock with the extension: threading.Lock's surface, and a waiter blocks (GIL released)
+    until the holder lets go."""
+    import threading
+    import time
+
+    lock = NATIVE.Lock()
+    assert not lock.locked() and lock.acquire() and lock.locked()
+    assert lock.acquire(False) is False and lock.acquire(timeout=0.01) is False
+    with pytest.raises(ValueError):
+        lock.acquire(False, 1.0)
+    lock.release()
+    with pytest.raises(RuntimeError):
+        lock.release()
+    with lock:
+        assert lock.locked()
+    assert not lock.locked()
+    got: list = []
+    lock.acquire()
+    waiter = threading.Thread(target=lambda: got.append(lock.acquire()))
+    waiter.start()
+    time.sleep(0.05)  # the waiter blocks meanwhile (and must not hold the GIL: this thread runs on)
+    assert got == []
+    lock.release()
+    waiter.join(10)
+    assert got == [True] and lock.locked()
+    lock.release()
+    from kqactors.client.producer.buffers import new_producer_buffers
+
+    assert isinstance(new_producer_buffers(10, 10).lock, NATIVE.Lock)

@@ -7,7 +7,8 @@ reach the broker, and their delivery reports the app, in produce() order:
 1. hold: from now on the partition's messages are taken from its buffer as usual but not sent; they stay in the
    pending table (as a dead host's do, recovery.py);
 2. drain: wait until every message sent to the old toppar has its delivery report (none is in its queue or in
-   flight), then stop it — nothing is left for its ``on_stop`` to fail;
+   flight; it is told to FLUSH when the move starts, so linger.ms does not add to the wait), then stop it —
+   nothing is left for its ``on_stop`` to fail;
 3. restart: spawn the toppar under the same name on its new host and hand it what was held, through the
    crash-recovery path: ``TOPPAR_RECOVER`` with the idempotent sequences to go on from (else ``TOPPAR_RESTARTED``),
    then the held messages in msgid order, before any new one. The frames held in step 1 are kept (``hold``) and
@@ -24,7 +25,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kqactors.runtime.op import ActorError
+from kqactors.ops import producer as pops
+from kqactors.runtime.op import ActorError, Op
 
 __all__ = ["TopparMoves"]
 
@@ -75,6 +77,10 @@ class TopparMoves:
         if buf.name in self._moves:
             return
         self._moves[buf.name] = _Move(buf, target, buf.handed_upto)
+        try:  # the old toppar sends what it holds now, not after linger.ms: the drain (step 2) ends sooner
+            self._rt.send(buf.name, Op(pops.FLUSH, {}))
+        except ActorError:
+            pass  # its host died: the drain ends at once (restart_notice)
 
     def advance(self) -> list[Any]:
         """Do what can be done now; returns the buffers whose toppar runs on its new host and must get the restart

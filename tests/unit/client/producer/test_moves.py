@@ -18,6 +18,9 @@ class Recorder:
     def stop(self, name: str) -> None:
         self.calls.append(("stop", name))
 
+    def send(self, name: str, op: object) -> None:
+        self.calls.append((getattr(op, "type", "?"), name))
+
 
 def _setup(spawn_ok: bool = True) -> tuple[TopparMoves, PartitionBuffer, Recorder, list]:
     rt = Recorder()
@@ -43,13 +46,13 @@ def test_the_old_toppar_stops_only_once_what_it_was_sent_is_reported() -> None:
     buf.pending[11] = ()  # produced after the move began: held
     buf.handed_upto = 11
     assert moves.holding(buf.name)
-    assert moves.advance() == [] and rt.calls == [] and spawned == []
+    assert moves.advance() == [] and rt.calls == [("FLUSH", buf.name)] and spawned == []
     for msgid in range(1, 10):
         del buf.pending[msgid]
     assert moves.advance() == []  # msgid 10 is still with the old toppar
     del buf.pending[10]
     assert moves.advance() == [buf]
-    assert rt.calls == [("stop", buf.name)] and spawned == [(buf.name, 2)]
+    assert rt.calls == [("FLUSH", buf.name), ("stop", buf.name)] and spawned == [(buf.name, 2)]
     assert buf.host == "h2" and not moves.holding(buf.name) and moves.done == 1
     assert list(buf.pending) == [11]  # re-handed to the successor by the caller (restart_notice)
 
@@ -58,9 +61,9 @@ def test_a_host_death_ends_the_wait_and_a_failed_spawn_is_retried() -> None:
     moves, buf, rt, spawned = _setup(spawn_ok=False)
     moves.start(buf, 1)
     buf.restart_notice = True  # the old toppar's host died: what it held is gone
-    assert moves.advance() == [] and rt.calls == [("stop", buf.name)] and spawned == [(buf.name, 1)]
+    assert moves.advance() == [] and rt.calls == [("FLUSH", buf.name), ("stop", buf.name)] and spawned == [(buf.name, 1)]
     assert moves.holding(buf.name) and not buf.spawned
-    assert moves.advance() == [] and len(spawned) == 2 and len(rt.calls) == 1  # stopped once, spawn retried
+    assert moves.advance() == [] and len(spawned) == 2 and len(rt.calls) == 2  # stopped once, spawn retried
 
 
 def _held_setup() -> tuple:

@@ -93,18 +93,26 @@ def main() -> int:
         def on_delivery(error: object, message: object) -> None:
             delivered[0] += error is None
 
+        full = {"times": 0, "waited": 0.0, "flush": 0.0}
+
         def loop() -> None:
             produce, poll, distinct = producer.produce, producer.poll, len(payloads)
+            clock = time.perf_counter
             for index in range(args.count):
                 while True:
                     try:
                         produce(topic, payloads[index % distinct], on_delivery=on_delivery)
                         break
-                    except BufferError:
+                    except BufferError:  # the queue is full: the pipeline, not this thread, sets the pace
+                        full["times"] += 1
+                        began = clock()
                         poll(0.05)
+                        full["waited"] += clock() - began
                 if index % 1000 == 999:
                     poll(0)
+            began = clock()
             producer.flush(120)
+            full["flush"] = clock() - began
 
         before = cpu_by_process()
         started = time.perf_counter()
@@ -118,6 +126,8 @@ def main() -> int:
         after = cpu_by_process()
         print(f"{delivered[0]} delivered in {elapsed:.2f} s = {delivered[0] / elapsed:,.0f} msgs/s "
               f"(profiling {'off' if args.no_profile else 'on'})")
+        print(f"  queue full {full['times']} times, {full['waited']:.2f} s waiting in poll(); final flush "
+              f"{full['flush']:.2f} s")
         for name, cpu in after.items():
             used = cpu - before.get(name, 0.0)
             print(f"  cpu {name:16s} {used:6.2f} s  {used / args.count * 1e6:6.1f} µs/msg")

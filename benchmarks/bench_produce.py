@@ -7,6 +7,10 @@ client in a fresh process; medians over repeats. Measurement and fairness rules:
     /work/venv/bin/python benchmarks/bench_produce.py                 # full run (< 10 min on 2 cores)
     /work/venv/bin/python benchmarks/bench_produce.py --quick         # smoke run (< 1 min)
     /work/venv/bin/python benchmarks/bench_produce.py --clients confluent-kafka,aiokafka --cases 100B
+    /work/venv/bin/python benchmarks/bench_produce.py --clients kqactors,confluent-kafka --tree before=/tmp/base
+
+``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: kqactors imported from PATH (another source tree, its
+native parts built), run in the same rounds as the others, for a same-run before/after.
 
 Prints a markdown table (with kqactors/peer ratios), writes benchmarks/out/produce.json and a chart at
 benchmarks/produce.png. Without --bootstrap an in-memory Tansu broker is started for the run (``--broker mock``:
@@ -16,7 +20,9 @@ the librdkafka mock cluster instead).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
+import os
 import platform
 import sys
 import time
@@ -88,8 +94,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json-out", type=Path, default=BENCH_DIR / "out" / "produce.json")
     parser.add_argument("--chart", type=Path, default=BENCH_DIR / "produce.png")
     parser.add_argument("--no-chart", action="store_true")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
+                        help="also run kqactors imported from PATH, as client kqactors-LABEL")
     args = parser.parse_args(argv)
     args.clients = _select(args.clients, RUNNERS, parser, "client")
+    args.trees = {}
+    for item in args.tree:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
+            parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
+        name = f"kqactors-{label}"
+        args.trees[name] = os.path.abspath(path)
+        at = args.clients.index("kqactors") + 1 if "kqactors" in args.clients else 0
+        args.clients.insert(at, name)
     args.cases = _select(args.cases, CASES, parser, "case")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
@@ -106,9 +123,12 @@ def _select(text: str, known: dict, parser: argparse.ArgumentParser, what: str) 
     return chosen
 
 
-def available_clients(clients: list[str]) -> list[str]:
+def available_clients(clients: list[str], trees: dict[str, str]) -> list[str]:
     usable = []
     for client in clients:
+        if client in trees:
+            usable.append(client)
+            continue
         try:
             found = importlib.util.find_spec(CLIENT_MODULES[client]) is not None
         except ImportError:
@@ -129,6 +149,20 @@ def runner_args(client: str, case: str) -> tuple[str, ...]:
     return (*linger, "--batch-size", str(sizes.get(case, sizes["*"])))
 
 
+def run_tree_client(label: str, tree: str, *args: object, **kwargs: object) -> RunResult:
+    """One kqactors run imported from another source tree: the runner inherits PYTHONPATH with ``tree`` first."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, old]))
+    try:
+        result = run_client("kqactors", *args, **kwargs)
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    return dataclasses.replace(result, client=label)
+
+
 def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> list[RunResult]:
     """Every case × repeat × client; clients interleave within a repeat so drift hits them alike."""
     results: list[RunResult] = []
@@ -139,9 +173,13 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
             for client in clients:
                 topic = f"bench-{case.name.lower()}-{client}-{uuid.uuid4().hex[:8]}"
                 broker.create_topic(topic, PARTITIONS)
+                run_args = (case.name, repeat, broker.bootstrap, topic, count, case.size, case.compression)
                 try:
-                    result = run_client(client, case.name, repeat, broker.bootstrap, topic, count, case.size,
-                                        case.compression, extra_args=runner_args(client, case.name))
+                    if client in args.trees:
+                        result = run_tree_client(client, args.trees[client], *run_args,
+                                                 extra_args=runner_args("kqactors", case.name))
+                    else:
+                        result = run_client(client, *run_args, extra_args=runner_args(client, case.name))
                 except RunFailed as exc:
                     print(f"[{case.name} #{repeat + 1}] {exc}", file=sys.stderr)
                     continue
@@ -149,13 +187,14 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
                 print(f"[{case.name} #{repeat + 1}] {client:16s} {result.msgs_per_s:>10,.0f} msgs/s "
                       f"{result.mb_per_s:7.1f} MB/s  cpu {result.cpu_s:6.2f} s  "
                       f"rss {result.peak_rss_mb:6.0f} MiB  procs {result.processes}  "
-                      f"errors {sum(result.errors.values())}", file=sys.stderr, flush=True)
+                      f"errors {sum(result.errors.values())}  load {os.getloadavg()[0]:.1f}",
+                      file=sys.stderr, flush=True)
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    clients = available_clients(args.clients)
+    clients = available_clients(args.clients, args.trees)
     if not clients:
         print("no client available to benchmark", file=sys.stderr)
         return 1
@@ -167,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(), "machine": platform.machine(), "cpus": psutil.cpu_count(),
         "broker": args.bootstrap or broker.kind, "partitions": PARTITIONS,
         "acks": 1, "repeats": args.repeats, "quick": args.quick, "wall_s": round(time.monotonic() - started, 1),
-        "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients,
+        "cases": {name: vars(CASES[name]) for name in args.cases}, "clients": clients, "trees": args.trees,
     }
     write_json(args.json_out, meta, results, summaries)
     if not args.no_chart and summaries:

@@ -28,13 +28,25 @@ from kqactors import Producer  # noqa: E402
 from kqactors.cli.perf_payload import create_topic  # noqa: E402
 
 
+def _label(child: psutil.Process) -> str:
+    """A child's name in the split: a kqactors host's key (main, h1, ...), else its program, with its pid."""
+    try:
+        argv = child.cmdline()
+    except psutil.Error:
+        argv = []
+    if "--key" in argv[:-1]:
+        return f"{argv[argv.index('--key') + 1]} {child.pid}"
+    name = Path(argv[0]).name if argv else "?"
+    return f"{name} {child.pid}"
+
+
 def cpu_by_process() -> dict[str, float]:
-    """user+system CPU seconds of this process (``app``) and each child (by pid)."""
+    """user+system CPU seconds of this process (``app``) and each child (host key or program, and pid)."""
     me = psutil.Process()
     out = {"app": sum(me.cpu_times()[:2])}
     for child in me.children(recursive=True):
         try:
-            out[f"pid {child.pid}"] = sum(child.cpu_times()[:2])
+            out[_label(child)] = sum(child.cpu_times()[:2])
         except psutil.Error:
             continue
     return out
@@ -45,6 +57,8 @@ def main() -> int:
     parser.add_argument("--bootstrap", help="default: start an embedded Tansu broker")
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--compression", default="none")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="an extra producer property (e.g. kqactors.hosts=0)")
     parser.add_argument("--count", type=int, default=200_000)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--no-profile", action="store_true", help="only the CPU split, no cProfile overhead")
@@ -67,8 +81,9 @@ def main() -> int:
     try:
         topic = f"profile-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, 3)
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
-                             "compression.type": args.compression})
+        config = {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "compression.type": args.compression}
+        config.update(item.split("=", 1) for item in args.set)
+        producer = Producer(config)
         for _ in range(10):
             producer.produce(topic, b"warm-up")
         producer.flush(30)
@@ -78,18 +93,26 @@ def main() -> int:
         def on_delivery(error: object, message: object) -> None:
             delivered[0] += error is None
 
+        full = {"times": 0, "waited": 0.0, "flush": 0.0}
+
         def loop() -> None:
             produce, poll, distinct = producer.produce, producer.poll, len(payloads)
+            clock = time.perf_counter
             for index in range(args.count):
                 while True:
                     try:
                         produce(topic, payloads[index % distinct], on_delivery=on_delivery)
                         break
-                    except BufferError:
+                    except BufferError:  # the queue is full: the pipeline, not this thread, sets the pace
+                        full["times"] += 1
+                        began = clock()
                         poll(0.05)
+                        full["waited"] += clock() - began
                 if index % 1000 == 999:
                     poll(0)
+            began = clock()
             producer.flush(120)
+            full["flush"] = clock() - began
 
         before = cpu_by_process()
         started = time.perf_counter()
@@ -103,9 +126,11 @@ def main() -> int:
         after = cpu_by_process()
         print(f"{delivered[0]} delivered in {elapsed:.2f} s = {delivered[0] / elapsed:,.0f} msgs/s "
               f"(profiling {'off' if args.no_profile else 'on'})")
+        print(f"  queue full {full['times']} times, {full['waited']:.2f} s waiting in poll(); final flush "
+              f"{full['flush']:.2f} s")
         for name, cpu in after.items():
             used = cpu - before.get(name, 0.0)
-            print(f"  cpu {name:10s} {used:6.2f} s  {used / args.count * 1e6:6.1f} µs/msg")
+            print(f"  cpu {name:16s} {used:6.2f} s  {used / args.count * 1e6:6.1f} µs/msg")
         if profiler:
             pstats.Stats(profiler).sort_stats("tottime").print_stats(args.top)
         producer.close()

@@ -35,8 +35,12 @@ typedef struct {
     PyObject_HEAD
     PyObject *lock;         /* threading.Lock guarding append/take/complete */
     PyObject *partitions;   /* dict (topic, partition) -> PartitionBuffer */
-    PyObject *ready;        /* deque of delivery reports */
+    PyObject *ready;        /* the delivery reports (a ReadyQueue) */
     Py_ssize_t max_messages, max_bytes, count, nbytes, unsent;
+    /* The last partition appended to, so that a run of produce() calls to one partition (the sticky
+     * partitioner's) skips the (topic, partition) look-up: valid while `partitions` is the dict it came
+     * from (a PartitionBuffer is never replaced, nor its packer and pending table). Owned, or NULL. */
+    PyObject *last_topic, *last_partition, *last_partitions, *last_buf, *last_packer, *last_pending;
 } Buffers;
 extern PyTypeObject BuffersType;
 PyObject *buffers_append(Buffers *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);

@@ -12,6 +12,8 @@
 
 #include "_native.h"
 
+#include <time.h>
+
 #define ENTRY_SIZE 18          /* struct "<qiiH" */
 #define HEADER_SIZE 6          /* struct "<Hi" */
 #define SEGMENT_BYTES (64 * 1024)
@@ -19,6 +21,9 @@
 
 /* Pending entry layout, as producer_buffers: (key, value, headers, timestamp, callback, enq_time, size). */
 enum { P_KEY, P_VALUE, P_HEADERS, P_TS, P_CB, P_ENQ, P_SIZE, P_LEN };
+
+/* len() of the ready queue (a ReadyQueue, read directly, or any sequence); -1 on error. */
+static Py_ssize_t ready_length(PyObject *ready);
 
 static PyObject *StructError;   /* struct.error: what the Python twin raises for out-of-range fields */
 static PyObject *monotonic;     /* time.monotonic: the enqueue clock (the toppar hosts read the same one) */
@@ -415,13 +420,157 @@ static PyTypeObject PackerType = {
 };
 
 /* ======================================================================================================
+ * Lock: ProducerBuffers.lock, a threading.Lock the C append takes without two Python method calls
+ * ==================================================================================================== */
+
+/* produce() takes the buffers' lock once per message; through threading.Lock's acquire()/release() that was two
+ * method calls with argument parsing, ~10 % of a C produce(). This is the same kind of lock (not reentrant, held
+ * briefly) with threading.Lock's Python surface (acquire(blocking, timeout), release(), locked(), with), which C
+ * takes directly: without releasing the GIL when it is free, else waiting with the GIL released. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    char locked;
+} FastLock;
+
+static PyTypeObject FastLockType;
+
+static void fastlock_take(FastLock *self) {
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    self->locked = 1;
+}
+
+static void fastlock_give(FastLock *self) {
+    self->locked = 0;
+    PyThread_release_lock(self->lock);
+}
+
+static PyObject *fastlock_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Lock() takes no arguments");
+        return NULL;
+    }
+    FastLock *self = (FastLock *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate lock");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void fastlock_dealloc(FastLock *self) {
+    if (self->lock != NULL) {
+        if (self->locked) PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* acquire(blocking=True, timeout=-1) -> bool, as threading.Lock's. */
+static PyObject *fastlock_acquire(FastLock *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    double timeout = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pd:acquire", kwlist, &blocking, &timeout)) return NULL;
+    if (!blocking && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    if (PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        self->locked = 1;
+        Py_RETURN_TRUE;
+    }
+    if (!blocking) Py_RETURN_FALSE;
+    if (timeout == -1) {
+        fastlock_take(self);
+        Py_RETURN_TRUE;
+    }
+    if (timeout * 1e6 >= (double)PY_TIMEOUT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return NULL;
+    }
+    PyLockStatus status;
+    Py_BEGIN_ALLOW_THREADS
+    status = PyThread_acquire_lock_timed(self->lock, (PY_TIMEOUT_T)(timeout * 1e6), 0);
+    Py_END_ALLOW_THREADS
+    if (status != PY_LOCK_ACQUIRED) Py_RETURN_FALSE;
+    self->locked = 1;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *fastlock_release(FastLock *self, PyObject *Py_UNUSED(ignored)) {
+    if (!self->locked) {
+        PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
+        return NULL;
+    }
+    fastlock_give(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fastlock_exit(FastLock *self, PyObject *Py_UNUSED(args)) {
+    return fastlock_release(self, NULL);
+}
+
+static PyObject *fastlock_locked(FastLock *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(self->locked);
+}
+
+static PyMethodDef fastlock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))fastlock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool"},
+    {"release", (PyCFunction)fastlock_release, METH_NOARGS, "release()"},
+    {"locked", (PyCFunction)fastlock_locked, METH_NOARGS, "locked() -> bool"},
+    {"__enter__", (PyCFunction)(void (*)(void))fastlock_acquire, METH_VARARGS | METH_KEYWORDS, "acquire()"},
+    {"__exit__", (PyCFunction)fastlock_exit, METH_VARARGS, "release()"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FastLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors.native._native.Lock",
+    .tp_basicsize = sizeof(FastLock),
+    .tp_dealloc = (destructor)fastlock_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Lock(): threading.Lock's surface, taken by the C append without Python calls "
+              "(ProducerBuffers.lock with the extension).",
+    .tp_methods = fastlock_methods,
+    .tp_new = fastlock_new,
+};
+
+/* ======================================================================================================
  * Buffers: the C base of producer_buffers' native ProducerBuffers
  * ==================================================================================================== */
+
+static void buffers_forget_last(Buffers *self) {
+    Py_CLEAR(self->last_topic);
+    Py_CLEAR(self->last_partition);
+    Py_CLEAR(self->last_partitions);
+    Py_CLEAR(self->last_buf);
+    Py_CLEAR(self->last_packer);
+    Py_CLEAR(self->last_pending);
+}
 
 static int buffers_traverse(Buffers *self, visitproc visit, void *arg) {
     Py_VISIT(self->lock);
     Py_VISIT(self->partitions);
     Py_VISIT(self->ready);
+    Py_VISIT(self->last_topic);
+    Py_VISIT(self->last_partition);
+    Py_VISIT(self->last_partitions);
+    Py_VISIT(self->last_buf);
+    Py_VISIT(self->last_packer);
+    Py_VISIT(self->last_pending);
     return 0;
 }
 
@@ -429,6 +578,7 @@ static int buffers_clear(Buffers *self) {
     Py_CLEAR(self->lock);
     Py_CLEAR(self->partitions);
     Py_CLEAR(self->ready);
+    buffers_forget_last(self);
     return 0;
 }
 
@@ -451,34 +601,56 @@ int buffers_append_locked(Buffers *self, PyObject *const *args, int reserved, Py
     Py_ssize_t size = PyLong_AsSsize_t(size_obj);
     if (size == -1 && PyErr_Occurred()) return -1;
     if (!reserved) {
-        Py_ssize_t nready = PyObject_Size(self->ready);
+        Py_ssize_t nready = ready_length(self->ready);
         if (nready < 0) return -1;
         if ((self->max_messages && self->count + nready >= self->max_messages) ||
             (self->nbytes + size > self->max_bytes && self->count > 0))
             return 0;
     }
-    PyObject *tp = PyTuple_Pack(2, topic, partition);
-    if (tp == NULL) return -1;
-    PyObject *buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
-    Py_DECREF(tp);
-    if (buf != NULL) {
-        Py_INCREF(buf);
-    } else {
-        if (PyErr_Occurred()) return -1;
-        /* First message to this partition: the Python side creates and registers its PartitionBuffer. */
-        PyObject *call_args[3] = {(PyObject *)self, topic, partition};
-        buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
-        if (buf == NULL) return -1;
-    }
     int rc = -1;
-    PyObject *msgid = NULL, *next = NULL, *packer = NULL, *pending = NULL, *res = NULL;
-    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
-    if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
-    if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
-    if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
-        PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
-        goto done;
+    PyObject *buf, *msgid = NULL, *next = NULL, *packer = NULL, *pending = NULL, *res = NULL;
+    if (topic == self->last_topic && partition == self->last_partition && self->partitions == self->last_partitions) {
+        buf = self->last_buf;  /* the same partition as the last append (see Buffers.last_*) */
+        packer = self->last_packer;
+        pending = self->last_pending;
+        Py_INCREF(buf);
+        Py_INCREF(packer);
+        Py_INCREF(pending);
+    } else {
+        PyObject *tp = PyTuple_Pack(2, topic, partition);
+        if (tp == NULL) return -1;
+        buf = PyDict_GetItemWithError(self->partitions, tp);  /* borrowed */
+        Py_DECREF(tp);
+        if (buf != NULL) {
+            Py_INCREF(buf);
+        } else {
+            if (PyErr_Occurred()) return -1;
+            /* First message to this partition: the Python side creates and registers its PartitionBuffer. */
+            PyObject *call_args[3] = {(PyObject *)self, topic, partition};
+            buf = PyObject_VectorcallMethod(str_new_buffer, call_args, 3, NULL);
+            if (buf == NULL) return -1;
+        }
+        if ((packer = PyObject_GetAttr(buf, str_packer)) == NULL) goto done;
+        if ((pending = PyObject_GetAttr(buf, str_pending)) == NULL) goto done;
+        if (!PyObject_TypeCheck(packer, &PackerType) || !PyDict_Check(pending)) {
+            PyErr_SetString(PyExc_TypeError, "native ProducerBuffers needs a native Packer and a dict of pending");
+            goto done;
+        }
+        buffers_forget_last(self);
+        Py_INCREF(topic);
+        Py_INCREF(partition);
+        Py_INCREF(self->partitions);
+        Py_INCREF(buf);
+        Py_INCREF(packer);
+        Py_INCREF(pending);
+        self->last_topic = topic;
+        self->last_partition = partition;
+        self->last_partitions = self->partitions;
+        self->last_buf = buf;
+        self->last_packer = packer;
+        self->last_pending = pending;
     }
+    if ((msgid = PyObject_GetAttr(buf, str_next_msgid)) == NULL) goto done;
     long long id = PyLong_AsLongLong(msgid);
     if (id == -1 && PyErr_Occurred()) goto done;
     if ((next = PyLong_FromLongLong(id + 1)) == NULL) goto done;
@@ -551,7 +723,7 @@ int buffers_append_run_locked(Buffers *self, PyObject *topic, PyObject *partitio
         if (value != Py_None && !PyBytes_CheckExact(value)) break;
         Py_ssize_t size = hsize + (value != Py_None ? PyBytes_GET_SIZE(value) : 0);
         if (size > max_payload) break;
-        Py_ssize_t nready = PyObject_Size(self->ready);
+        Py_ssize_t nready = ready_length(self->ready);
         if (nready < 0) goto done;
         if ((self->max_messages && self->count + nready >= self->max_messages) ||
             (self->nbytes + size > self->max_bytes && self->count > 0))
@@ -605,6 +777,10 @@ int buffers_lock(Buffers *self) {
         PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
         return -1;
     }
+    if (Py_IS_TYPE(self->lock, &FastLockType)) {
+        fastlock_take((FastLock *)self->lock);
+        return 0;
+    }
     PyObject *res = PyObject_CallMethodNoArgs(self->lock, str_acquire);
     if (res == NULL) return -1;
     Py_DECREF(res);
@@ -613,6 +789,10 @@ int buffers_lock(Buffers *self) {
 
 /* Gives the lock back keeping any exception already set; -1 only if the release itself failed. */
 int buffers_unlock(Buffers *self) {
+    if (self->lock != NULL && Py_IS_TYPE(self->lock, &FastLockType) && ((FastLock *)self->lock)->locked) {
+        fastlock_give((FastLock *)self->lock);  /* no Python call: any exception set stays as it is */
+        return 0;
+    }
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
     PyObject *res = self->lock ? PyObject_CallMethodNoArgs(self->lock, str_release) : NULL;
@@ -628,8 +808,16 @@ int buffers_unlock(Buffers *self) {
     return 0;
 }
 
-/* The enqueue clock (time.monotonic()) as a new float, or NULL. */
+/* The enqueue clock (time.monotonic()) as a new float, or NULL: CLOCK_MONOTONIC read here, as time.monotonic()
+ * reads it on Linux (the value it would return, without the call), else time.monotonic() itself. */
 PyObject *buffers_now(void) {
+#if defined(__linux__) && defined(CLOCK_MONOTONIC)
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+        long long ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        return PyFloat_FromDouble((double)ns / 1e9);
+    }
+#endif
     return PyObject_CallNoArgs(monotonic);
 }
 
@@ -652,10 +840,19 @@ PyObject *buffers_append(Buffers *self, PyObject *const *args, Py_ssize_t nargsf
         PyErr_SetString(PyExc_RuntimeError, "ProducerBuffers is not initialised");
         return NULL;
     }
-    PyObject *now = PyObject_CallNoArgs(monotonic);
+    PyObject *now = buffers_now();
     if (now == NULL) return NULL;
     PyObject *lock = self->lock;
     Py_INCREF(lock);  /* the attribute could be replaced while we hold it */
+    if (Py_IS_TYPE(lock, &FastLockType)) {
+        fastlock_take((FastLock *)lock);
+        int rc = buffers_append_locked(self, args, reserved, now);
+        fastlock_give((FastLock *)lock);
+        Py_DECREF(lock);
+        Py_DECREF(now);
+        if (rc < 0) return NULL;
+        return PyBool_FromLong(rc);
+    }
     PyObject *res = PyObject_CallMethodNoArgs(lock, str_acquire);  /* may block, releasing the GIL */
     if (res == NULL) {
         Py_DECREF(lock);
@@ -813,6 +1010,558 @@ static PyTypeObject DeliveryCounterType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ======================================================================================================
+ * ReadyQueue: the delivery reports waiting for poll(), a successful DR row kept as one run
+ * ==================================================================================================== */
+
+/* Why: at small messages the app thread bounds the producer, and a DR row of thousands of successes cost a
+ * Message, a report tuple and a deque append each when it arrived, then a popleft and the tuple's release
+ * when served — all of them built long before poll() and evicted from the cache meanwhile. ReadyQueue
+ * keeps such a row as one ReportRun (the popped pending entries and their callbacks) and serve_reports()
+ * builds each Message just before its callback, so it is freed while still in the cache. Seen from Python
+ * it is the deque it replaces: one entry per message (len() counts messages, so flush() and the queue
+ * limits are unchanged), append/appendleft/popleft/[i]/iteration/clear; whatever reads a run's reports
+ * outside serve_reports() gets them built first, at the DR's arrival time (the latency a Message reports).
+ * The Python twin is buffers.PyReadyQueue (a deque whose add_ok queues each report at once). */
+
+typedef struct {
+    long long msgid;
+    PyObject *cb;      /* the callback to call (its own or the default), owned */
+    PyObject *entry;   /* the popped pending entry, owned */
+} RunItem;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic, *partition, *ts_type;
+    long long offset0;  /* the offset of msgid m is offset0 + m */
+    double now;         /* when the DR arrived (a report's latency is now - its enqueue time) */
+    Py_ssize_t pos, n;  /* items[pos:n] are still queued; items before pos were released */
+    RunItem *items;
+} ReportRun;
+
+static void run_dealloc(ReportRun *self) {
+    for (Py_ssize_t i = self->pos; i < self->n; i++) {
+        Py_XDECREF(self->items[i].cb);
+        Py_XDECREF(self->items[i].entry);
+    }
+    PyMem_Free(self->items);
+    Py_XDECREF(self->topic);
+    Py_XDECREF(self->partition);
+    Py_XDECREF(self->ts_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Not under the cycle collector, as the report tuples it stands for (see "Cycle collector" in _native.c). */
+static PyTypeObject ReportRunType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors.native._native.ReportRun",
+    .tp_basicsize = sizeof(ReportRun),
+    .tp_dealloc = (destructor)run_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A successful delivery-report row waiting in a ReadyQueue (internal).",
+};
+
+static inline int is_counter_cb(PyObject *cb) {
+    return Py_IS_TYPE(cb, &DeliveryCounterType) && ((DeliveryCounter *)cb)->ok_report != NULL;
+}
+
+/* The Message of run item i (a new reference, NULL on error); the item is left as it is. */
+static PyObject *run_message(ReportRun *run, Py_ssize_t i) {
+    RunItem *it = &run->items[i];
+    PyObject *entry = it->entry;
+    double enq = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, P_ENQ));
+    if (enq == -1.0 && PyErr_Occurred()) return NULL;
+    PyObject *offset = PyLong_FromLongLong(run->offset0 + it->msgid);
+    PyObject *latency = PyFloat_FromDouble(run->now - enq);
+    PyObject *timestamp = PyTuple_Pack(2, run->ts_type, PyTuple_GET_ITEM(entry, P_TS));
+    PyObject *msg = NULL;
+    if (offset != NULL && latency != NULL && timestamp != NULL) {
+        PyObject *values[M_NSLOTS] = {
+            run->topic, run->partition, offset, PyTuple_GET_ITEM(entry, P_KEY), PyTuple_GET_ITEM(entry, P_VALUE),
+            PyTuple_GET_ITEM(entry, P_HEADERS), NULL, timestamp, latency, NULL};
+        msg = new_message(values);
+        if (msg != NULL) {
+            PyObject_GC_UnTrack(timestamp);
+            PyObject_GC_UnTrack(msg);
+        }
+    }
+    Py_XDECREF(offset);
+    Py_XDECREF(latency);
+    Py_XDECREF(timestamp);
+    return msg;
+}
+
+/* Run item i as the report complete_ok() would have queued (a new reference): a counter's shared
+ * ok_report, else (callback, None, Message). */
+static PyObject *run_report(ReportRun *run, Py_ssize_t i) {
+    PyObject *cb = run->items[i].cb;
+    if (is_counter_cb(cb)) {
+        Py_INCREF(((DeliveryCounter *)cb)->ok_report);
+        return ((DeliveryCounter *)cb)->ok_report;
+    }
+    PyObject *msg = run_message(run, i);
+    if (msg == NULL) return NULL;
+    PyObject *report = PyTuple_Pack(3, cb, Py_None, msg);
+    Py_DECREF(msg);
+    if (report != NULL) PyObject_GC_UnTrack(report);
+    return report;
+}
+
+/* Releases the run's next item (served, or turned into a report of its own). */
+static void run_advance(ReportRun *run) {
+    RunItem *it = &run->items[run->pos++];
+    Py_CLEAR(it->cb);
+    Py_CLEAR(it->entry);
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject **items;        /* a ring: report tuples and ReportRuns, owned */
+    Py_ssize_t head, len, cap;
+    Py_ssize_t nreports;     /* what len() says: one per message */
+} ReadyQueue;
+
+static PyTypeObject ReadyQueueType;
+
+#define RQ_AT(q, i) ((q)->items[((q)->head + (i)) % (q)->cap])
+
+static int rq_reserve(ReadyQueue *q) {
+    if (q->len < q->cap) return 0;
+    Py_ssize_t cap = q->cap ? q->cap * 2 : 64;
+    PyObject **items = PyMem_New(PyObject *, cap);
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < q->len; i++) items[i] = RQ_AT(q, i);
+    PyMem_Free(q->items);
+    q->items = items;
+    q->head = 0;
+    q->cap = cap;
+    return 0;
+}
+
+/* Both steal obj; -1 (obj released) when out of memory. */
+static int rq_push_back(ReadyQueue *q, PyObject *obj) {
+    if (rq_reserve(q) < 0) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    q->items[(q->head + q->len) % q->cap] = obj;
+    q->len++;
+    return 0;
+}
+
+static int rq_push_front(ReadyQueue *q, PyObject *obj) {
+    if (rq_reserve(q) < 0) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    q->head = (q->head + q->cap - 1) % q->cap;
+    q->items[q->head] = obj;
+    q->len++;
+    return 0;
+}
+
+/* Removes the first item and returns it (the caller owns it). q->len > 0. */
+static PyObject *rq_pop_front(ReadyQueue *q) {
+    PyObject *obj = q->items[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return obj;
+}
+
+/* Makes the first report a tuple of its own (a run's next item is built and put in front of the run). */
+static int rq_expand_head(ReadyQueue *q) {
+    if (q->len == 0 || !Py_IS_TYPE(q->items[q->head], &ReportRunType)) return 0;
+    ReportRun *run = (ReportRun *)q->items[q->head];
+    PyObject *report = run_report(run, run->pos);
+    if (report == NULL) return -1;
+    if (rq_reserve(q) < 0) {  /* before any change: the push below cannot fail */
+        Py_DECREF(report);
+        return -1;
+    }
+    run_advance(run);
+    if (run->pos == run->n) Py_DECREF(rq_pop_front(q));
+    return rq_push_front(q, report);
+}
+
+/* Turns every run into its reports, in place (what Python code that looks inside the queue sees). */
+static int rq_expand_all(ReadyQueue *q) {
+    int any = 0;
+    for (Py_ssize_t i = 0; i < q->len && !any; i++) any = Py_IS_TYPE(RQ_AT(q, i), &ReportRunType);
+    if (!any) return 0;
+    Py_ssize_t cap = 64;
+    while (cap < q->nreports) cap *= 2;
+    PyObject **items = PyMem_New(PyObject *, cap);
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < q->len; i++) {
+        PyObject *obj = RQ_AT(q, i);
+        if (!Py_IS_TYPE(obj, &ReportRunType)) {
+            Py_INCREF(obj);
+            items[n++] = obj;
+            continue;
+        }
+        ReportRun *run = (ReportRun *)obj;
+        for (Py_ssize_t j = run->pos; j < run->n; j++) {
+            PyObject *report = run_report(run, j);
+            if (report == NULL) {
+                while (n > 0) Py_DECREF(items[--n]);
+                PyMem_Free(items);
+                return -1;
+            }
+            items[n++] = report;
+        }
+    }
+    for (Py_ssize_t i = 0; i < q->len; i++) Py_DECREF(RQ_AT(q, i));
+    PyMem_Free(q->items);
+    q->items = items;
+    q->head = 0;
+    q->len = n;
+    q->cap = cap;
+    return 0;
+}
+
+static int rq_traverse(ReadyQueue *q, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < q->len; i++) Py_VISIT(RQ_AT(q, i));
+    return 0;
+}
+
+static int rq_clear_items(ReadyQueue *q) {
+    PyObject **items = q->items;
+    Py_ssize_t head = q->head, len = q->len, cap = q->cap;
+    q->items = NULL;
+    q->head = q->len = q->cap = q->nreports = 0;
+    for (Py_ssize_t i = 0; i < len; i++) Py_DECREF(items[(head + i) % cap]);
+    PyMem_Free(items);
+    return 0;
+}
+
+static void rq_dealloc(ReadyQueue *q) {
+    PyObject_GC_UnTrack(q);
+    rq_clear_items(q);
+    Py_TYPE(q)->tp_free((PyObject *)q);
+}
+
+static Py_ssize_t rq_length(ReadyQueue *q) {
+    return q->nreports;
+}
+
+static PyObject *rq_append(ReadyQueue *q, PyObject *obj) {
+    Py_INCREF(obj);
+    if (rq_push_back(q, obj) < 0) return NULL;
+    q->nreports++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *rq_appendleft(ReadyQueue *q, PyObject *obj) {
+    Py_INCREF(obj);
+    if (rq_push_front(q, obj) < 0) return NULL;
+    q->nreports++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *rq_popleft(ReadyQueue *q, PyObject *Py_UNUSED(ignored)) {
+    if (q->nreports == 0) {
+        PyErr_SetString(PyExc_IndexError, "pop from an empty deque");
+        return NULL;
+    }
+    if (rq_expand_head(q) < 0) return NULL;
+    q->nreports--;
+    return rq_pop_front(q);
+}
+
+static PyObject *rq_clear(ReadyQueue *q, PyObject *Py_UNUSED(ignored)) {
+    rq_clear_items(q);
+    Py_RETURN_NONE;
+}
+
+static PyObject *rq_item(ReadyQueue *q, Py_ssize_t i) {
+    if (i < 0 || i >= q->nreports) {
+        PyErr_SetString(PyExc_IndexError, "deque index out of range");
+        return NULL;
+    }
+    if ((i == 0 ? rq_expand_head(q) : rq_expand_all(q)) < 0) return NULL;
+    PyObject *obj = RQ_AT(q, i);
+    Py_INCREF(obj);
+    return obj;
+}
+
+static PyObject *rq_iter(ReadyQueue *q) {
+    if (rq_expand_all(q) < 0) return NULL;
+    PyObject *snapshot = PyList_New(q->len);
+    if (snapshot == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < q->len; i++) {
+        PyObject *obj = RQ_AT(q, i);
+        Py_INCREF(obj);
+        PyList_SET_ITEM(snapshot, i, obj);
+    }
+    PyObject *it = PyObject_GetIter(snapshot);
+    Py_DECREF(snapshot);
+    return it;
+}
+
+/* pending.pop(key, None): a new reference (Py_None when absent), NULL on error. */
+static PyObject *pending_pop(PyObject *pending, PyObject *key) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *out = NULL;
+    if (PyDict_Pop(pending, key, &out) < 0) return NULL;
+    if (out == NULL) Py_RETURN_NONE;
+    return out;
+#else
+    return _PyDict_Pop(pending, key, Py_None);
+#endif
+}
+
+/* add_ok(pending, topic, partition, first, count, base_offset, default_cb, now, create_time_type)
+ *     -> (done, freed)
+ * complete_ok() of a whole row (read that, and producer_buffers._complete_ok_py, for the semantics): every
+ * msgid still pending is popped and counted the same way, but the reports are queued as one run whose
+ * Messages are built when served. Caller holds ProducerBuffers.lock. */
+static PyObject *rq_add_ok(ReadyQueue *q, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "add_ok() takes 9 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "add_ok(): bind_message() was not called");
+        return NULL;
+    }
+    PyObject *pending = args[0], *default_cb = args[6];
+    if (!PyDict_Check(pending)) {
+        PyErr_SetString(PyExc_TypeError, "add_ok(): pending must be a dict");
+        return NULL;
+    }
+    long long first = PyLong_AsLongLong(args[3]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    long long count = PyLong_AsLongLong(args[4]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    long long base_offset = PyLong_AsLongLong(args[5]);
+    if (base_offset == -1 && PyErr_Occurred()) return NULL;
+    double now = PyFloat_AsDouble(args[7]);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    if (count < 0 || count > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(RunItem)) {
+        PyErr_SetString(PyExc_ValueError, "add_ok(): count out of range");
+        return NULL;
+    }
+    ReportRun *run = PyObject_New(ReportRun, &ReportRunType);
+    if (run == NULL) return NULL;
+    run->items = count ? PyMem_New(RunItem, (size_t)count) : NULL;
+    run->pos = run->n = 0;
+    Py_INCREF(args[1]);
+    Py_INCREF(args[2]);
+    Py_INCREF(args[8]);
+    run->topic = args[1];
+    run->partition = args[2];
+    run->ts_type = args[8];
+    run->offset0 = base_offset - first;
+    run->now = now;
+    if (count && run->items == NULL) {
+        Py_DECREF(run);
+        return PyErr_NoMemory();
+    }
+    if (rq_reserve(q) < 0) {  /* before any entry leaves pending: the push below cannot fail */
+        Py_DECREF(run);
+        return NULL;
+    }
+    Py_ssize_t done = 0, freed = 0;
+    int failed = 0;
+    for (long long msgid = first; msgid < first + count; msgid++) {
+        PyObject *key = PyLong_FromLongLong(msgid);
+        if (key == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *entry = pending_pop(pending, key);  /* one look-up, not a get and a delete */
+        if (entry == NULL || entry == Py_None) {
+            Py_DECREF(key);
+            Py_XDECREF(entry);
+            if (entry == NULL) {
+                failed = 1;
+                break;
+            }
+            continue;  /* already reported (e.g. purged locally) */
+        }
+        Py_ssize_t size = -1;
+        PyObject *callback = NULL;
+        int truth = -1;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != P_LEN) {
+            PyErr_SetString(PyExc_TypeError, "add_ok(): malformed pending entry");
+        } else {
+            size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
+            callback = PyTuple_GET_ITEM(entry, P_CB);
+            truth = 1;
+            if (size == -1 && PyErr_Occurred()) truth = -1;
+            else if (callback != Py_None) truth = PyObject_IsTrue(callback);
+        }
+        if (truth < 0) {
+            /* back where it was, pending, as complete_ok leaves an entry it fails on */
+            PyObject *exc_type, *exc_value, *exc_tb;
+            PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+            int lost = PyDict_SetItem(pending, key, entry) < 0;
+            if (lost) {
+                Py_XDECREF(exc_type);
+                Py_XDECREF(exc_value);
+                Py_XDECREF(exc_tb);
+            } else {
+                PyErr_Restore(exc_type, exc_value, exc_tb);
+            }
+            Py_DECREF(entry);
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
+        if (callback == Py_None || !truth) callback = default_cb;
+        Py_DECREF(key);
+        done++;
+        freed += size;
+        if (callback == Py_None) {
+            Py_DECREF(entry);
+            continue;
+        }
+        Py_INCREF(callback);
+        run->items[run->n++] = (RunItem){msgid, callback, entry};
+    }
+    /* What left pending is counted and queued even when a later msgid failed (as complete_ok's caller
+     * counts what was done): the run goes in, then the error is raised. */
+    if (run->n) {
+        rq_push_back(q, (PyObject *)run);  /* room reserved: cannot fail */
+        q->nreports += run->n;
+    } else {
+        Py_DECREF(run);
+    }
+    if (failed) return NULL;
+    return Py_BuildValue("(nn)", done, freed);
+}
+
+/* The counter whose shared ok_report is the next report, or NULL (also when the queue is empty). */
+static DeliveryCounter *rq_head_counter(ReadyQueue *q) {
+    if (q->len == 0) return NULL;
+    PyObject *obj = q->items[q->head];
+    if (Py_IS_TYPE(obj, &ReportRunType)) {
+        ReportRun *run = (ReportRun *)obj;
+        PyObject *cb = run->items[run->pos].cb;
+        return is_counter_cb(cb) ? (DeliveryCounter *)cb : NULL;
+    }
+    if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 3) {
+        PyObject *cb = PyTuple_GET_ITEM(obj, 0);
+        if (is_counter_cb(cb) && obj == ((DeliveryCounter *)cb)->ok_report) return (DeliveryCounter *)cb;
+    }
+    return NULL;
+}
+
+/* Drops the next report unbuilt (one of a counter's successes, counted by the caller). */
+static void rq_drop_head(ReadyQueue *q) {
+    PyObject *obj = q->items[q->head];
+    if (Py_IS_TYPE(obj, &ReportRunType)) {
+        ReportRun *run = (ReportRun *)obj;
+        run_advance(run);
+        if (run->pos == run->n) Py_DECREF(rq_pop_front(q));
+    } else {
+        Py_DECREF(rq_pop_front(q));
+    }
+    q->nreports--;
+}
+
+/* serve_reports() on a ReadyQueue: the same order, counter runs and error rule, without building a
+ * report tuple for a run's items (each Message is built right before its callback). */
+static PyObject *rq_serve(ReadyQueue *q) {
+    Py_ssize_t served = 0;
+    while (q->len) {
+        DeliveryCounter *counter = rq_head_counter(q);
+        PyObject *res;
+        if (counter != NULL) {
+            Py_INCREF(counter);  /* dropping its reports may release the last other reference */
+            Py_ssize_t run = 0;
+            do {
+                rq_drop_head(q);
+                run++;
+            } while (rq_head_counter(q) == counter);
+            served += run;
+            PyObject *n = PyLong_FromSsize_t(run);
+            res = n == NULL ? NULL : PyObject_CallOneArg(counter->on_ok, n);
+            Py_XDECREF(n);
+            Py_DECREF(counter);
+        } else if (Py_IS_TYPE(q->items[q->head], &ReportRunType)) {
+            ReportRun *run = (ReportRun *)q->items[q->head];
+            Py_INCREF(run);  /* popping it below must not free what the call uses */
+            PyObject *msg = run_message(run, run->pos);
+            if (msg == NULL) {
+                Py_DECREF(run);
+                return NULL;
+            }
+            PyObject *cb = run->items[run->pos].cb;
+            Py_INCREF(cb);
+            run_advance(run);
+            if (run->pos == run->n) Py_DECREF(rq_pop_front(q));
+            q->nreports--;
+            served++;
+            PyObject *call_args[2] = {Py_None, msg};
+            res = PyObject_Vectorcall(cb, call_args, 2, NULL);
+            Py_DECREF(cb);
+            Py_DECREF(msg);
+            Py_DECREF(run);
+        } else {
+            PyObject *report = rq_pop_front(q);
+            q->nreports--;
+            if (!PyTuple_Check(report) || PyTuple_GET_SIZE(report) != 3) {
+                Py_DECREF(report);
+                PyErr_SetString(PyExc_TypeError, "serve_reports(): a report must be (callback, error, message)");
+                return NULL;
+            }
+            served++;
+            PyObject *call_args[2] = {PyTuple_GET_ITEM(report, 1), PyTuple_GET_ITEM(report, 2)};
+            res = PyObject_Vectorcall(PyTuple_GET_ITEM(report, 0), call_args, 2, NULL);
+            Py_DECREF(report);
+        }
+        if (res == NULL) return NULL;
+        Py_DECREF(res);
+    }
+    return PyLong_FromSsize_t(served);
+}
+
+static PyMethodDef rq_methods[] = {
+    {"append", (PyCFunction)rq_append, METH_O, "append(report): queue one (callback, error, message) last"},
+    {"appendleft", (PyCFunction)rq_appendleft, METH_O, "appendleft(report): queue one report first"},
+    {"popleft", (PyCFunction)rq_popleft, METH_NOARGS, "popleft() -> the first report (IndexError when empty)"},
+    {"clear", (PyCFunction)rq_clear, METH_NOARGS, "clear(): drop every report"},
+    {"add_ok", (PyCFunction)(void (*)(void))rq_add_ok, METH_FASTCALL,
+     "add_ok(pending, topic, partition, first, count, base_offset, default_cb, now, create_time_type) -> "
+     "(done, freed): complete_ok() of a DR row, its reports queued as one run built when served"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods rq_as_sequence = {
+    .sq_length = (lenfunc)rq_length,
+    .sq_item = (ssizeargfunc)rq_item,
+};
+
+static PyTypeObject ReadyQueueType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kqactors.native._native.ReadyQueue",
+    .tp_basicsize = sizeof(ReadyQueue),
+    .tp_dealloc = (destructor)rq_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "ReadyQueue(): the producer's delivery reports waiting for poll(), a deque of (callback, error, "
+              "message) to Python; a successful DR row is one run whose Messages are built when served "
+              "(twin of kqactors.client.producer.buffers.PyReadyQueue).",
+    .tp_traverse = (traverseproc)rq_traverse,
+    .tp_clear = (inquiry)rq_clear_items,
+    .tp_as_sequence = &rq_as_sequence,
+    .tp_iter = (getiterfunc)rq_iter,
+    .tp_methods = rq_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+static Py_ssize_t ready_length(PyObject *ready) {
+    if (Py_IS_TYPE(ready, &ReadyQueueType)) return ((ReadyQueue *)ready)->nreports;
+    return PyObject_Size(ready);
+}
+
 static PyObject *str_popleft;
 
 /* serve_reports(ready) -> int
@@ -823,6 +1572,7 @@ static PyObject *str_popleft;
  * exception from a callback propagates at once; the reports after it stay queued (a run's entries are all
  * popped before its call). The caller holds the serving lock. */
 static PyObject *serve_reports(PyObject *Py_UNUSED(module), PyObject *ready) {
+    if (Py_IS_TYPE(ready, &ReadyQueueType)) return rq_serve((ReadyQueue *)ready);
     PyObject *popleft = PyObject_GetAttr(ready, str_popleft);
     if (popleft == NULL) return NULL;
     Py_ssize_t served = 0;
@@ -1011,7 +1761,7 @@ PyObject *complete_ok(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
  * ==================================================================================================== */
 
 int producer_buffers_register(PyObject *m) {
-    if (PyType_Ready(&PackerType) < 0 || PyType_Ready(&BuffersType) < 0) return -1;
+    if (PyType_Ready(&PackerType) < 0 || PyType_Ready(&BuffersType) < 0 || PyType_Ready(&FastLockType) < 0) return -1;
     if (StructError == NULL && (StructError = import_attr("struct", "error")) == NULL) return -1;
     if (monotonic == NULL && (monotonic = import_attr("time", "monotonic")) == NULL) return -1;
     if (str_acquire == NULL) {
@@ -1023,10 +1773,13 @@ int producer_buffers_register(PyObject *m) {
             (str_new_buffer = PyUnicode_InternFromString("_new_buffer")) == NULL)
             return -1;
     }
-    if (PyType_Ready(&DeliveryCounterType) < 0) return -1;
+    if (PyType_Ready(&DeliveryCounterType) < 0 || PyType_Ready(&ReportRunType) < 0 ||
+        PyType_Ready(&ReadyQueueType) < 0)
+        return -1;
     if (str_popleft == NULL && (str_popleft = PyUnicode_InternFromString("popleft")) == NULL) return -1;
     if (add_type(m, "Packer", &PackerType) < 0 || add_type(m, "Buffers", &BuffersType) < 0 ||
-        add_type(m, "DeliveryCounter", &DeliveryCounterType) < 0)
+        add_type(m, "DeliveryCounter", &DeliveryCounterType) < 0 || add_type(m, "ReadyQueue", &ReadyQueueType) < 0 ||
+        add_type(m, "Lock", &FastLockType) < 0)
         return -1;
     static PyMethodDef functions[] = {
         {"serve_reports", (PyCFunction)serve_reports, METH_O,

@@ -20,7 +20,7 @@ from kqactors.message import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, M
 from kqactors.native import NATIVE
 
 __all__ = ["PartitionBuffer", "ProducerBuffers", "DeliveryReport", "OFFSET_INVALID", "NATIVE", "new_producer_buffers",
-           "native_buffers_class", "PyDeliveryCounter", "new_delivery_counter", "serve_reports_py"]
+           "native_buffers_class", "PyDeliveryCounter", "PyReadyQueue", "new_delivery_counter", "serve_reports_py"]
 
 OFFSET_INVALID = -1001
 _monotonic = time.monotonic
@@ -33,7 +33,10 @@ _KEY, _VALUE, _HEADERS, _TS, _CB, _ENQ, _SIZE = range(7)
 
 
 class PartitionBuffer:
-    """Messages of one partition not yet handed to its toppar actor, plus those awaiting a report."""
+    """Messages of one partition not yet handed to its toppar actor, plus those awaiting a report.
+
+    ``packer`` and ``pending`` are never replaced (nor is a partition's buffer): the C append keeps the last
+    partition's in hand (Buffers.last_* in kqactors/native/_native.h)."""
 
     __slots__ = ("topic", "partition", "name", "packer", "next_msgid", "pending", "spawned", "host",
                  "incarnation", "handed_upto", "restart_notice", "seq_notes", "seq_next", "spawn_retry_at")
@@ -111,6 +114,24 @@ def _complete_ok_py(pending: dict, topic: str, partition: int, first: int, count
     return done, freed
 
 
+class PyReadyQueue(deque):
+    """The delivery reports waiting for poll(): a deque of (callback, error, message), one per message, so len()
+    counts messages (flush() and the queue limits read it). ``add_ok`` queues a DR row's successes.
+
+    The pure-Python twin and reference of ``kqactors.native._native.ReadyQueue``, which keeps such a row as one
+    run and builds each Message only when poll() serves it (a row of thousands of Messages built at its
+    arrival was out of the cache by the time poll() reached it); anything that looks inside that queue sees
+    the same reports as here."""
+
+    __slots__ = ()
+
+    def add_ok(self, pending: dict, topic: str, partition: int, first: int, count: int, base_offset: int,
+               default_cb: Callable[..., Any] | None, now: float, ts_type: int) -> tuple[int, int]:
+        """complete_ok of one DR row (success, CreateTime, known offset) into this queue: (done, freed)."""
+        return _complete_ok_py(pending, topic, partition, first, count, base_offset, default_cb, now, self.append,
+                               ts_type)
+
+
 class ProducerBuffers:
     """All partition buffers of one producer, with global message/byte limits.
 
@@ -120,16 +141,17 @@ class ProducerBuffers:
 
     native: Any = None                     # the kqactors.native._native module behind this class, if any
     _packer_class: Callable[[], Any] = PyMessagePacker
-    _complete_ok = staticmethod(_complete_ok_py)
+    _ready_class: Callable[[], Any] = PyReadyQueue
+    _lock_class: Callable[[], Any] = threading.Lock
 
     def __init__(self, max_messages: int, max_kbytes: int) -> None:
-        self.lock = threading.Lock()
+        self.lock = self._lock_class()  # (the extension's Lock, which its C append takes without Python calls)
         self.partitions: dict[tuple[str, int], PartitionBuffer] = {}
         self.max_messages = max_messages  # 0 = no limit
         self.max_bytes = max_kbytes * 1024
         self.count = 0       # produced and not yet reported (reports waiting in ``ready`` excluded)
         self.nbytes = 0
-        self.ready: deque[DeliveryReport] = deque()
+        self.ready: PyReadyQueue = self._ready_class()  # (a native ReadyQueue with the extension)
         self.unsent = 0      # messages sitting in packers (not yet handed to toppars)
 
     def _new_buffer(self, topic: str, partition: int) -> PartitionBuffer:
@@ -260,8 +282,8 @@ class ProducerBuffers:
         now = _monotonic()
         done = 0
         freed = 0
-        append_ready = self.ready.append
-        complete_ok = self._complete_ok
+        ready = self.ready
+        append_ready = ready.append
         with self.lock:
             pending = buf.pending
             get = pending.get
@@ -269,9 +291,9 @@ class ProducerBuffers:
                 for first, count, err, base_offset, log_append_time in rows:
                     error = KafkaError(err) if err else None
                     if error is None and not only_errors and log_append_time < 0 and base_offset >= 0:
-                        # The common case (success, CreateTime, known offset): one tight loop, in C.
-                        row_done, row_freed = complete_ok(pending, topic, partition, first, count, base_offset,
-                                                          default_cb, now, append_ready, TIMESTAMP_CREATE_TIME)
+                        # The common case (success, CreateTime, known offset): one tight loop, in C (one run).
+                        row_done, row_freed = ready.add_ok(pending, topic, partition, first, count, base_offset,
+                                                           default_cb, now, TIMESTAMP_CREATE_TIME)
                         done += row_done
                         freed += row_freed
                         continue
@@ -364,7 +386,7 @@ _native_classes: dict[int, type[ProducerBuffers]] = {}
 def native_buffers_class(native: Any) -> type[ProducerBuffers]:
     """ProducerBuffers on the C extension ``native``: its counters live in the C base ``native.Buffers``
     and ``append`` (once per produce()) is the C twin of ProducerBuffers.append; every other method is
-    ProducerBuffers' own, and the packers and the DR loop are the C ones."""
+    ProducerBuffers' own, the packers, the ready queue and the DR loop are the C ones."""
     cls = _native_classes.get(id(native))
     if cls is None:
         cls = type("NativeProducerBuffers", (ProducerBuffers, native.Buffers), {
@@ -372,7 +394,8 @@ def native_buffers_class(native: Any) -> type[ProducerBuffers]:
             "__module__": __name__,
             "native": native,
             "_packer_class": native.Packer,
-            "_complete_ok": staticmethod(native.complete_ok),
+            "_ready_class": native.ReadyQueue,
+            "_lock_class": native.Lock,
             "append": native.Buffers.append,
         })
         _native_classes[id(native)] = cls

@@ -780,6 +780,7 @@ class Producer(_ProducerBase):
         moves = self._moves
         for buf, first, count, first_enq, frame, headers, cuts in taken:
             if moves and moves.holding(buf.name):
+                moves.hold(buf.name, (first, count, first_enq, frame, headers, cuts))
                 continue  # moving: held (pending) until its successor runs, see moves.py
             if not buf.spawned:
                 if buf.spawn_retry_at or not self._spawn(buf):
@@ -856,7 +857,8 @@ class Producer(_ProducerBase):
             if self._txn is not None:  # what the dead toppar held fails with the transaction, is not re-handed
                 self._fail_pending(buf, self._txn_lost_upto.pop(buf.name, 0), KafkaError._TRANSPORT)
             fresh = buf.name in self._fresh_rehand
-            ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0, notice=not fresh)
+            ops_ = recovery_ops(self._buffers, buf, idempotent, self._flushing > 0, notice=not fresh,
+                                held=moves.take_held(buf.name))
             try:
                 self._rt.send_many((buf.name, op) for op in ops_)
             except ActorError as exc:

@@ -79,13 +79,33 @@ def expired_upto(buffers: Any, buf: Any, now: float, timeout_s: float) -> int:
                    default=0)
 
 
-def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool, notice: bool = True) -> list[Op]:
+def _held_frames_cover(buf: Any, held: list[tuple] | None) -> bool:
+    """True when ``held`` (frames kept by a move, oldest first) are exactly the messages of ``buf`` handed over and
+    not reported: consecutive, ending at its last hand-over, none reported meanwhile and none older pending (the
+    old toppar drained). Caller holds the buffers' lock. Then they can be handed over as they are."""
+    if not held:
+        return False
+    for before, after in zip(held, held[1:], strict=False):
+        if before[0] + before[1] != after[0]:
+            return False
+    first, total = held[0][0], sum(frame[1] for frame in held)
+    pending = buf.pending
+    # pending holds those handed over (msgid <= handed_upto) and those still in the packer, in msgid order
+    return (first + total - 1 == buf.handed_upto and next(iter(pending), None) == first
+            and len(pending) - buf.packer.count == total)
+
+
+def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool, notice: bool = True,
+                 held: list[tuple] | None = None) -> list[Op]:
     """The ops that rebuild ``buf``'s restarted toppar: the restart notice (TOPPAR_RECOVER with the known
     sequences, else TOPPAR_RESTARTED), then every message handed to its predecessor and not reported yet.
-    ``notice=False``: a toppar started late (its first spawn met a restarting host) gets only the messages."""
+    ``notice=False``: a toppar started late (its first spawn met a restarting host) gets only the messages.
+    ``held``: frames a move kept (moves.py); when they are exactly those messages they are handed over as they
+    are, else the messages are packed again from the pending table."""
     with buffers.lock:
         pending = buf.pending
-        msgids = sorted(m for m in pending if m <= buf.handed_upto)
+        as_held = _held_frames_cover(buf, held)
+        msgids = [] if as_held else sorted(m for m in pending if m <= buf.handed_upto)
         entries = [pending[m] for m in msgids]
         notes = buf.seq_notes
         for first in [first for first in notes if first not in pending]:
@@ -104,6 +124,14 @@ def recovery_ops(buffers: Any, buf: Any, idempotent: bool, flush: bool, notice: 
                                  "batches": batches})]
     else:
         ops = [Op(pops.RESTARTED, {})]
+    if as_held:
+        for first, count, first_enq, frame, headers, cuts in held or ():
+            payload = {"first_msgid": first, "count": count, "enq_time": first_enq, "flush": flush}
+            if headers:
+                payload["headers"] = headers
+            if cuts:
+                payload["cuts"] = cuts
+            ops.append(Op(pops.PRODUCE, payload, [frame]))
     start = 0
     while start < len(msgids):
         end = start + 1

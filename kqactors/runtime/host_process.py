@@ -181,31 +181,48 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
     return 0
 
 
-def _trace_memory_on_request(key: str) -> None:
-    """With KQACTORS_TRACEMALLOC=<dir> in the environment, trace this host's allocations and, at each SIGUSR2,
-    write a tracemalloc snapshot to <dir>/<key>-<pid>-<n>.snap and the Python allocator's arena statistics
-    (``sys._debugmallocstats``) to <dir>/<key>-<pid>-<n>.mallocstats: the way to find what grows in a host
-    during a long run (compare two snapshots with ``Snapshot.compare_to``; memory the allocator holds in
-    arenas beyond the traced blocks is fragmentation, not a leak). Off by default: tracing costs memory and
-    time on every allocation."""
-    directory = os.environ.get("KQACTORS_TRACEMALLOC")
-    if not directory:
-        return
-    import tracemalloc
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        return int(status.read().split("VmRSS:")[1].split()[0])
 
-    tracemalloc.start(int(os.environ.get("KQACTORS_TRACEMALLOC_FRAMES", "8")))
+
+def _report_memory_on_request(key: str) -> None:
+    """Memory diagnosis of a long-running host, at each SIGUSR2, into files <dir>/<key>-<pid>-<n>.*:
+
+    - KQACTORS_TRACEMALLOC=<dir>: trace every Python allocation from the start; ``.snap`` is a tracemalloc
+      snapshot (compare two with ``Snapshot.compare_to``: what grows, and where it was allocated).
+    - KQACTORS_MALLOC_REPORT=<dir>: no tracing; ``.malloc`` holds the Python allocator's arena statistics
+      (``sys._debugmallocstats``), glibc's (``malloc_stats``) and the RSS before and after ``malloc_trim(0)``:
+      memory held by the allocators beyond the live blocks is fragmentation or retention, not a leak.
+
+    Off by default (tracing costs memory and time on every allocation)."""
+    traced = os.environ.get("KQACTORS_TRACEMALLOC")
+    reported = os.environ.get("KQACTORS_MALLOC_REPORT")
+    if not traced and not reported:
+        return
+    if traced:
+        import tracemalloc
+
+        tracemalloc.start(int(os.environ.get("KQACTORS_TRACEMALLOC_FRAMES", "8")))
     taken = 0
 
     def dump(signum: int, frame: object) -> None:
         nonlocal taken
         taken += 1
-        stem = os.path.join(directory, f"{key}-{os.getpid()}-{taken}")
-        tracemalloc.take_snapshot().dump(stem + ".snap")
-        saved = os.dup(2)  # _debugmallocstats writes to the C stderr
+        if traced:
+            tracemalloc.take_snapshot().dump(os.path.join(traced, f"{key}-{os.getpid()}-{taken}.snap"))
+        if not reported:
+            return
+        libc = ctypes.CDLL(None)
+        saved = os.dup(2)  # both statistics go to the C stderr
         try:
-            with open(stem + ".mallocstats", "wb") as out:
+            with open(os.path.join(reported, f"{key}-{os.getpid()}-{taken}.malloc"), "wb") as out:
                 os.dup2(out.fileno(), 2)
+                before = _rss_kib()
                 sys._debugmallocstats()
+                libc.malloc_stats()
+                libc.malloc_trim(0)
+                os.write(2, f"\nrss_kib before malloc_trim {before} after {_rss_kib()}\n".encode())
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -225,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the app, which closes us in order
     _die_with_parent(args.parent_pid)
-    _trace_memory_on_request(args.key)
+    _report_memory_on_request(args.key)
     _watch_lifeline(args.run_dir, args.parent_pid)
     return serve_forever(args.key, args.run_dir, args.parent_pid, args.restarted)
 

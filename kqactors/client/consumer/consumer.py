@@ -94,15 +94,15 @@ class _Toppar:
         self.restarts = restarts
 
 
-
 def whole_ms(seconds: float) -> float:
     """A poll()/consume() timeout as confluent-kafka passes it to librdkafka: whole milliseconds, truncated
-    (``int(timeout * 1000)``). consume(n, 0.0007) returns what is there at once, as there; waiting the 0.7 ms
-    precisely kept messages that had already arrived until the deadline (+0.5 ms per message on average in
-    benchmarks/bench_latency.py's poll loop, which waits until its next send)."""
+    (``int(timeout * 1000)``), so consume(n, 0.0007) returns what is there at once, as confluent-kafka's does.
+    Waiting the 0.7 ms precisely kept messages that had already arrived until the deadline (about +0.5 ms per
+    message in benchmarks/bench_latency.py's loop, which consumes until its next send)."""
     if seconds == float("inf"):
         return seconds
     return int(seconds * 1000) / 1000
+
 
 class Consumer:
     """Kafka consumer, a drop-in for ``confluent_kafka.Consumer`` (assign-based fetching; group methods

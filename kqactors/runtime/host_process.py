@@ -20,6 +20,7 @@ import ctypes
 import logging
 import math
 import os
+import select
 import signal
 import stat
 import sys
@@ -114,6 +115,40 @@ def _poll_all(ready: list, inbox: ZmqInbox, core: HostCore, key: str) -> None:
             core.fd_event(item, bool(events & pollin), bool(events & pollout))
 
 
+def timer_wait(seconds: float) -> tuple[int, float]:
+    """How the loop waits for a timer ``seconds`` away: (whole ms for libzmq, floored; a sub-millisecond
+    wait done precisely). A longer wait ends a fraction of a ms early and the next turn waits the rest:
+    rounding up, as before, made every host timer (linger.ms, backoffs, a toppar's 0.5 ms wake-up) fire up
+    to a millisecond late."""
+    if seconds <= 0:
+        return 0, 0.0
+    whole_ms = int(seconds * 1000)
+    return whole_ms, (seconds if whole_ms == 0 else 0.0)
+
+
+_SELECT_FD_LIMIT = 1024  # select()'s FD_SETSIZE
+
+
+def _poll_within(poll_items: list, seconds: float) -> list:
+    """zmq_poll for less than a millisecond, which it cannot wait (it counts whole ms): select() on the
+    inbox's notification fd (ZMQ_FD) and the actors' fds, then a non-blocking zmq_poll to read the result.
+    Only right after a zmq_poll that found nothing: that read ZMQ_EVENTS, so ZMQ_FD becomes readable on any
+    change since. An fd beyond select()'s range falls back to a whole millisecond."""
+    inbox_socket = poll_items[0][0]
+    readable = [inbox_socket.getsockopt(zmq.FD)]
+    writable = []
+    pollin, pollout = int(zmq.POLLIN), int(zmq.POLLOUT)
+    for fd, flags in poll_items[1:]:
+        if fd >= _SELECT_FD_LIMIT:
+            return zmq.zmq_poll(poll_items, 1)
+        if flags & pollin:
+            readable.append(fd)
+        if flags & pollout:
+            writable.append(fd)
+    select.select(readable, writable, (), seconds)
+    return zmq.zmq_poll(poll_items, 0)
+
+
 def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = False) -> int:
     context = zmq.Context()
     inbox = ZmqInbox(context, run_dir, key)
@@ -139,17 +174,21 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
     deliver = core.deliver
     try:
         while not core.terminated:
+            rest = 0.0  # a wait shorter than a millisecond, done precisely (libzmq counts whole ms)
             if core.has_work():
                 timeout_ms = 0
             else:
                 due = core.next_deadline()
                 if due is not None and due < next_parent_check:
-                    timeout_ms = max(0, int((due - clock()) * 1000 + 0.999))
+                    timeout_ms, rest = timer_wait(due - clock())
                 else:  # a constant keeps RCVTIMEO unchanged; the parent check may come one interval late
                     timeout_ms = check_interval_ms
             if len(poll_items) == 1:  # the inbox alone: one bounded recv, no zmq_poll
                 try:
-                    batches = inbox.recv_within(timeout_ms)
+                    if rest and not inbox.wait_readable(rest):
+                        batches = []
+                    else:
+                        batches = inbox.recv_within(timeout_ms)
                 except zmq.Again:
                     batches = []
                 except Exception:  # noqa: BLE001 - a malformed message is dropped, never fatal
@@ -158,7 +197,10 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
                 for batch in batches:
                     deliver(batch)
             else:
-                _poll_all(zmq.zmq_poll(poll_items, timeout_ms), inbox, core, key)
+                ready = zmq.zmq_poll(poll_items, timeout_ms)
+                if not ready and rest:
+                    ready = _poll_within(poll_items, rest)
+                _poll_all(ready, inbox, core, key)
             core.run()
             if clock() >= next_parent_check:
                 next_parent_check = clock() + PARENT_CHECK_INTERVAL

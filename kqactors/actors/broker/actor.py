@@ -296,8 +296,7 @@ class BrokerActor(Actor):
         self.sink.resume()
         source = self.source
         if source is not None and source.completed:
-            source.completed = False
-            source.pump()
+            source.after_completions()  # the next Fetch, now or once this turn's records have left
 
     def _fail_all(self, code: int, reason: str) -> None:
         self._dispatch(self.conn.on_disconnect(time.monotonic(), reason, code))

@@ -10,7 +10,14 @@ or a follower that cannot serve a partition is reported to its ctoppar, which mo
 Logical start offsets (OFFSET_BEGINNING/END) and OFFSET_OUT_OF_RANGE resets (auto.offset.reset) are resolved
 here with ListOffsets on this same connection, then fetching continues at the resolved offset.
 
-Ops in:  B_FETCH_START / B_FETCH_STOP / FETCH_FLOW (ctoppar), FETCHER_RETRY_RESOLVE (its own timer).
+Records before the next Fetch: after a response of at most ``RECORDS_FIRST_BYTES`` that carried records, the next
+Fetch is built and written only once the host has sent this turn's output (``ActorContext.continue_later``), so
+the ctoppars' decoded batches leave for the app first instead of waiting behind the Fetch's planning, encoding
+and write (a light stream's latency). A larger response keeps the Fetch first: a busy stream's next Fetch then
+overlaps the decoding.
+
+Ops in:  B_FETCH_START / B_FETCH_STOP / FETCH_FLOW (ctoppar), FETCHER_RETRY_RESOLVE (its own timer),
+         FETCHER_PUMP (itself, after a turn's output has left).
 Ops out: FETCHED / FETCH_ERROR / FETCH_POSITION / FETCH_PREFERRED / FETCH_REVERT (ctoppar), METADATA_REFRESH
          (the broker's owner), REQUEST ListOffsets (to its own broker actor).
 """
@@ -44,6 +51,9 @@ log = logging.getLogger(__name__)
 
 _RESOLVE_RETRY_S = 0.5
 _RETRY_RESOLVE = "FETCHER_RETRY_RESOLVE"
+_PUMP = "FETCHER_PUMP"
+#: a Fetch response with records of at most this many bytes lets its records leave before the next Fetch
+RECORDS_FIRST_BYTES = 64 * 1024
 _REFRESH_CODES = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
                             KafkaError.LEADER_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH})
 
@@ -63,10 +73,13 @@ class FetchSource:
         self.fetch_request_bytes = 0  # encoded Fetch request bodies (what fetch sessions save)
         self.fetched_bytes = 0
         self.completed = False  # a Fetch completed since the actor last pumped
+        self.records_first = False  # that Fetch brought a small response with records (see the module docstring)
+        self.pump_posted = False  # a FETCHER_PUMP is on its way (continue_later)
 
     def handlers(self) -> dict[str, Any]:
         return {cops.BROKER_FETCH_START: self._on_fetch_start, cops.BROKER_FETCH_STOP: self._on_fetch_stop,
-                cops.FETCH_FLOW: self._on_fetch_flow, _RETRY_RESOLVE: self._on_retry_resolve}
+                cops.FETCH_FLOW: self._on_fetch_flow, _RETRY_RESOLVE: self._on_retry_resolve,
+                _PUMP: self._on_pump}
 
     # ---- ops from ctoppars --------------------------------------------------------------------------------
 
@@ -167,6 +180,21 @@ class FetchSource:
 
     # ---- the fetch loop -----------------------------------------------------------------------------------
 
+    def after_completions(self) -> None:
+        """The actor's batch of completions is done: the next Fetch now, or after this turn's output."""
+        self.completed = False
+        if self.records_first:
+            self.records_first = False
+            if not self.pump_posted:
+                self.pump_posted = True
+                self.broker.ctx.continue_later(Op(_PUMP))
+            return
+        self.pump()
+
+    def _on_pump(self, _op: Op) -> None:
+        self.pump_posted = False
+        self.pump()
+
     def pump(self) -> None:
         """Send the next Fetch if the connection is UP, none is in flight and some partition is fetchable."""
         broker = self.broker
@@ -226,6 +254,8 @@ class FetchSource:
                                                 f"{len(outcome.slices)} slice(s), {len(outcome.errors)} error(s), "
                                                 f"{len(outcome.resets)} offset reset(s)")
         send = broker.ctx.send
+        if 0 < outcome.received_bytes <= RECORDS_FIRST_BYTES:
+            self.records_first = True
         for sl in outcome.slices:
             owner = self.fetch_owner.get((sl.topic, sl.partition))
             if owner:

@@ -94,6 +94,16 @@ class _Toppar:
         self.restarts = restarts
 
 
+def whole_ms(seconds: float) -> float:
+    """A poll()/consume() timeout as confluent-kafka passes it to librdkafka: whole milliseconds, truncated
+    (``int(timeout * 1000)``), so consume(n, 0.0007) returns what is there at once, as confluent-kafka's does.
+    Waiting the 0.7 ms precisely kept messages that had already arrived until the deadline (about +0.5 ms per
+    message in benchmarks/bench_latency.py's loop, which consumes until its next send)."""
+    if seconds == float("inf"):
+        return seconds
+    return int(seconds * 1000) / 1000
+
+
 class Consumer:
     """Kafka consumer, a drop-in for ``confluent_kafka.Consumer`` (assign-based fetching; group methods
     delegate to the group client). ``config`` uses librdkafka property names, plus ``error_cb``, ``logger``
@@ -347,7 +357,7 @@ class Consumer:
     def poll(self, timeout: float | None = None) -> Message | None:
         """One message (or error/EOF event), waiting up to ``timeout`` seconds (None/-1: forever)."""
         self._check_open()
-        messages = self._consume(1, timeout_seconds(timeout))
+        messages = self._consume(1, whole_ms(timeout_seconds(timeout)))
         return messages[0] if messages else None
 
     def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[Message]:
@@ -358,7 +368,7 @@ class Consumer:
             raise TypeError("num_messages must be an int")
         if not 0 < num_messages <= _MAX_CONSUME:
             raise ValueError(f"num_messages must be between 1 and {_MAX_CONSUME}")
-        return self._consume(num_messages, timeout_seconds(timeout))
+        return self._consume(num_messages, whole_ms(timeout_seconds(timeout)))
 
     def _consume(self, limit: int, timeout: float) -> list[Message]:
         deadline = time.monotonic() + timeout

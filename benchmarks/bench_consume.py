@@ -244,7 +244,8 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
                       f"received {result.delivered:,}{latency}", file=sys.stderr, flush=True)
                 if "timeline" in result.extra:
                     x = result.extra
-                    moves = f"  placement moves {x['placement_moves']}" if "placement_moves" in x else ""
+                    moves = (f"  placement moves {x['placement_moves']} (at ms {x['placement_moves_at_ms']})"
+                             if "placement_moves" in x else "")
                     print(f"    longest wait {x['longest_gap_ms']:.0f} ms at {x['longest_gap_at_ms']:.0f} ms  "
                           f"gc {x['gc_ms']:.0f} ms (max {x['gc_max_ms']:.0f}){moves}\n"
                           f"    k msgs per {x['timeline_step_ms']:.0f} ms: "

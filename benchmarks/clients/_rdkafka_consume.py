@@ -65,10 +65,13 @@ class Timeline:
     """Where a run's time went, seen from the app: messages received per TIMELINE_STEP_S, the longest time
     between two consume() returns that brought messages, and the GC pauses (gc.callbacks) of this process."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, consumer: Any) -> None:
         import gc
 
         self.started = started
+        self.consumer = consumer
+        self.moves = getattr(consumer, "moves_done", None)  # kqactors: adaptive placement's ctoppar moves
+        self.move_times: list[float] = []
         self.buckets: list[int] = []
         self.last_data = started
         self.longest_gap = (0.0, 0.0)  # (gap s, at s)
@@ -87,6 +90,9 @@ class Timeline:
             self.gc_max_s = max(self.gc_max_s, pause)
 
     def note(self, now: float, count: int) -> None:
+        if self.moves is not None and self.consumer.moves_done != self.moves:
+            self.moves = self.consumer.moves_done
+            self.move_times.append(now - self.started)
         if not count:
             return
         index = int((now - self.started) / TIMELINE_STEP_S)
@@ -98,15 +104,15 @@ class Timeline:
             self.longest_gap = (gap, self.last_data - self.started)
         self.last_data = now
 
-    def report(self, consumer: Any) -> dict[str, Any]:
+    def report(self) -> dict[str, Any]:
         self._gc.callbacks.remove(self._on_gc)
         extra = {"timeline_step_ms": TIMELINE_STEP_S * 1000, "timeline": self.buckets,
                  "longest_gap_ms": round(self.longest_gap[0] * 1000, 1),
                  "longest_gap_at_ms": round(self.longest_gap[1] * 1000, 1),
                  "gc_ms": round(self.gc_s * 1000, 1), "gc_max_ms": round(self.gc_max_s * 1000, 1)}
-        moves = getattr(consumer, "moves_done", None)  # kqactors: adaptive placement's ctoppar moves
-        if moves is not None:
-            extra["placement_moves"] = moves
+        if self.moves is not None:
+            extra["placement_moves"] = self.moves
+            extra["placement_moves_at_ms"] = [round(t * 1000) for t in self.move_times]
         return extra
 
 
@@ -131,7 +137,7 @@ def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning
     first_message_s = None
     deadline = time.monotonic() + 300
     consume = consumer.consume
-    timeline = Timeline(started) if mode.timeline else None
+    timeline = Timeline(started, consumer) if mode.timeline else None
     while received < args.count and time.monotonic() < deadline:
         before = received
         for msg in consume(1000, 1.0):
@@ -144,7 +150,7 @@ def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning
         if timeline is not None:
             timeline.note(time.perf_counter(), received - before)
     elapsed = time.perf_counter() - started
-    extra = timeline.report(consumer) if timeline is not None else {}
+    extra = timeline.report() if timeline is not None else {}
     report_and_wait(client, args, received, dict(errors), elapsed, first_message_s=first_message_s, **extra)
     consumer.close()
 

@@ -116,3 +116,33 @@ def test_any_mix_of_answers_read_in_any_pieces_arrives_whole_and_in_order(sizes,
         api, size = completion.request.context
         if type(completion.response) is not bytes:  # views only of large Fetch answers
             assert api == FETCH and size + 4 >= DIRECT_MIN and completion.response.readonly
+
+
+def test_a_fetch_answer_read_into_its_own_buffer_decodes_to_the_records_sent():
+    """What the fetch source does with a large answer: decode it, slice out the record set and decode that (the
+    ctoppar's work), all on views of the buffer the socket read into."""
+    from kqactors.core.consumer.decoder import FetchedSlice, SliceDecoder
+    from kqactors.core.consumer.packing import MessageBatch
+    from kqactors.core.consumer.settings import FetchSettings
+    from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+    from kqactors.protocol.requests import FETCH as FETCH_KIND
+    from kqactors.records import build_batch, scan_record_set
+
+    values = [bytes([i % 256]) * 300 for i in range(1000)]
+    records = bytes(build_batch([(1_700_000_000_000, None, v, None) for v in values], base_offset=0))
+    assert len(records) > DIRECT_MIN
+    body = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[
+        PartitionData(partition_index=0, high_watermark=1000, records=records)])]).encode(11)
+    conn = up_connection()
+    (corr,) = send(conn, FETCH, 11, 1)
+    (done,) = read_stream(conn, response_frame(corr, body), chunks=[4096, 65536])
+    answer = FETCH_KIND.decode(11, done.response)
+    got = answer.responses[0].partitions[0].records
+    assert isinstance(got, memoryview) and got.obj is done.response.obj  # no copy on the way
+    scan = scan_record_set(got)
+    sl = FetchedSlice("t", 0, 1, 0, scan.batches[-1].next_offset, got[:scan.consumed])
+    taken = []
+    for decoded in SliceDecoder(FetchSettings()).decode_chunks(sl, 1 << 20):
+        batch = MessageBatch("t", 0, decoded.frame, 1)
+        taken += batch.take(None)[0]
+    assert [m.value() for m in taken] == values and [m.offset() for m in taken] == list(range(1000))

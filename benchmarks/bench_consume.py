@@ -19,7 +19,8 @@ an in-memory Tansu broker is started for the run (``--broker mock``: the librdka
 
 ``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: the kqactors runner with kqactors imported from PATH (a
 checkout of other code, its native extensions built), run alternately with the others, so a change is measured
-before/after under the same load. ``--timeline`` prints where each run's time went (messages per 50 ms, the
+before/after under the same load; ``--variant LABEL:KEY=VALUE,...`` adds one with those properties (settings A/B,
+e.g. ``--variant hosts1:kqactors.hosts=1``). ``--timeline`` prints where each run's time went (messages per 50 ms, the
 longest wait for a message, GC pauses, kqactors' placement moves).
 """
 
@@ -143,17 +144,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="one more property for the kqactors clients' consumers (repeatable; experiments)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
                         help="also run kqactors imported from PATH, as client kqactors-LABEL (before/after)")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
+                        help="also run kqactors with these properties, as client kqactors-LABEL (settings A/B)")
     args = parser.parse_args(argv)
     args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
-    args.trees = {}
+    args.trees = {}  # variant client → its kqactors source tree
+    args.variants = {}  # variant client → its extra properties
+    added = []
     for item in args.tree:
         label, sep, path = item.partition("=")
         if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
             parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
         args.trees[f"kqactors-{label}"] = os.path.abspath(path)
-        CONSUME_RUNNERS[f"kqactors-{label}"] = CONSUME_RUNNERS["kqactors"]
+        added.append(f"kqactors-{label}")
+    for item in args.variant:
+        label, sep, settings = item.partition(":")
+        pairs = [pair.strip() for pair in settings.split(",") if pair.strip()]
+        if not sep or not label or not pairs or not all("=" in pair for pair in pairs):
+            parser.error(f"--variant wants LABEL:KEY=VALUE[,KEY=VALUE]: {item!r}")
+        args.variants[f"kqactors-{label}"] = pairs
+        added.append(f"kqactors-{label}")
+    for client in added:
+        if client in CONSUME_RUNNERS or added.count(client) > 1:
+            parser.error(f"{client} names two clients")
+    for client in reversed(added):
+        CONSUME_RUNNERS[client] = CONSUME_RUNNERS["kqactors"]
         at = args.clients.index("kqactors") + 1 if "kqactors" in args.clients else 0
-        args.clients.insert(at, f"kqactors-{label}")
+        args.clients.insert(at, client)
+    args.kq_variants = set(added)
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in args.clients if c not in CONSUME_RUNNERS] + [c for c in args.cases if c not in CASES]
     if unknown:
@@ -209,11 +227,11 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
             case_extra += ("--timeline",)
         for repeat in range(args.repeats):
             for client in clients:
-                if ("kqactors" if client in args.trees else client) not in case.clients:
+                if ("kqactors" if client in args.kq_variants else client) not in case.clients:
                     continue
                 extra = case_extra
                 if client.startswith("kqactors"):
-                    extra += tuple(f"--config={item}" for item in args.kq_config)
+                    extra += tuple(f"--config={item}" for item in args.kq_config + args.variants.get(client, []))
                 if case.mode == "latency":  # an empty topic per run: no run reads another's traffic
                     topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
                     broker.create_topic(topic, PARTITIONS)
@@ -287,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(args.json_out, meta, results, summaries)
     throughput_cases = [c for c in args.cases if CASES[c].mode != "latency"]
-    shown = [c for c in args.clients if c in STANDARD_CLIENTS or c in args.trees]
+    shown = [c for c in args.clients if c in STANDARD_CLIENTS or c in args.kq_variants]
     if not args.no_chart and summaries:
         write_chart(args.chart, summaries, throughput_cases, shown)
     if summaries:
@@ -297,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + latency_table(latency, clients))
     print(f"\n{len(results)} runs in {meta['wall_s']} s; JSON: {args.json_out}", file=sys.stderr)
     short = [r for r in results if r.delivered < r.count or r.errors]
-    expected = sum(len([c for c in clients if ("kqactors" if c in args.trees else c) in CASES[name].clients])
+    expected = sum(len([c for c in clients if ("kqactors" if c in args.kq_variants else c) in CASES[name].clients])
                    for name in args.cases)
     missing = expected * args.repeats - len(results)
     return 1 if short or missing else 0

@@ -617,11 +617,7 @@ class Consumer:
             pass  # its host died: as a restart
         args = {"topic": topic, "partition": partition, **self._toppar_args}
         try:
-            # A move to a joining host is not waited for: that host runs (the ctoppar module preloaded) and serves
-            # the SPAWN before the FETCH_START below, while a wait per ctoppar blocked this thread, so the app's
-            # queue, a round trip per moved partition (~25 ms each on a loaded 2-core machine). Moves off a
-            # retiring host (``force``) wait: the host is stopped right after them.
-            host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=target, wait=force)
+            host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=target)
         except (ActorError, ValueError) as exc:
             self._logger.log(logging.WARNING, f"kqactors consumer could not move {toppar.name}: {exc}")
             host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=0)  # main's host is always there

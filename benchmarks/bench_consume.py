@@ -13,11 +13,21 @@ benchmarks/harness.py; the consume runners are benchmarks/clients/*_consume.py.
 
 Prints a markdown table, writes benchmarks/out/consume.json and benchmarks/consume.png. Without --bootstrap
 an in-memory Tansu broker is started for the run (``--broker mock``: the librdkafka mock cluster instead).
+
+    python benchmarks/bench_consume.py --cases 1KiB-zstd,100B --clients kqactors,confluent-kafka \
+        --tree before=/tmp/base --timeline
+
+``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: the kqactors runner with kqactors imported from PATH (a
+checkout of other code, its native extensions built), run alternately with the others, so a change is measured
+before/after under the same load; ``--variant LABEL:KEY=VALUE,...`` adds one with those properties (settings A/B,
+e.g. ``--variant hosts1:kqactors.hosts=1``). ``--timeline`` prints where each run's time went (messages per 50 ms, the
+longest wait for a message, GC pauses, kqactors' placement moves).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -98,6 +108,7 @@ def available_clients(clients: list[str]) -> list[str]:
     import importlib.util
 
     modules = {**CLIENT_MODULES, "confluent-kafka-tuned": CLIENT_MODULES["confluent-kafka"]}
+    modules.update({client: CLIENT_MODULES["kqactors"] for client in clients if client.startswith("kqactors-")})
     usable = []
     for client in clients:
         try:
@@ -126,8 +137,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json-out", type=Path, default=BENCH_DIR / "out" / "consume.json")
     parser.add_argument("--chart", type=Path, default=BENCH_DIR / "consume.png")
     parser.add_argument("--no-chart", action="store_true")
+    parser.add_argument("--timeline", action="store_true",
+                        help="each run also prints its messages per 50 ms (k), the longest wait for a message, "
+                             "GC pauses and kqactors' placement moves (where a slow run lost its time)")
+    parser.add_argument("--kq-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more property for the kqactors clients' consumers (repeatable; experiments)")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
+                        help="also run kqactors imported from PATH, as client kqactors-LABEL (before/after)")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
+                        help="also run kqactors with these properties, as client kqactors-LABEL (settings A/B)")
     args = parser.parse_args(argv)
     args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    args.trees = {}  # variant client → its kqactors source tree
+    args.variants = {}  # variant client → its extra properties
+    added = []
+    for item in args.tree:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
+            parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
+        args.trees[f"kqactors-{label}"] = os.path.abspath(path)
+        added.append(f"kqactors-{label}")
+    for item in args.variant:
+        label, sep, settings = item.partition(":")
+        pairs = [pair.strip() for pair in settings.split(",") if pair.strip()]
+        if not sep or not label or not pairs or not all("=" in pair for pair in pairs):
+            parser.error(f"--variant wants LABEL:KEY=VALUE[,KEY=VALUE]: {item!r}")
+        args.variants[f"kqactors-{label}"] = pairs
+        added.append(f"kqactors-{label}")
+    for client in added:
+        if client in CONSUME_RUNNERS or added.count(client) > 1:
+            parser.error(f"{client} names two clients")
+    for client in reversed(added):
+        CONSUME_RUNNERS[client] = CONSUME_RUNNERS["kqactors"]
+        at = args.clients.index("kqactors") + 1 if "kqactors" in args.clients else 0
+        args.clients.insert(at, client)
+    args.kq_variants = set(added)
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in args.clients if c not in CONSUME_RUNNERS] + [c for c in args.cases if c not in CASES]
     if unknown:
@@ -176,22 +220,37 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
             print(f"[{case.name}] filled {topic} with {count:,} messages in {time.monotonic() - started:.1f} s",
                   file=sys.stderr, flush=True)
         topics[case.name] = (topic, count)
-        extra = ("--mode", case.mode, *case.runner_args)
+        case_extra = ("--mode", case.mode, *case.runner_args)
         if case.mode == "latency":
-            extra += ("--fetch-wait-ms", str(args.fetch_wait_ms))
+            case_extra += ("--fetch-wait-ms", str(args.fetch_wait_ms))
+        elif args.timeline:
+            case_extra += ("--timeline",)
         for repeat in range(args.repeats):
             for client in clients:
-                if client not in case.clients:
+                if ("kqactors" if client in args.kq_variants else client) not in case.clients:
                     continue
+                extra = case_extra
+                if client.startswith("kqactors"):
+                    extra += tuple(f"--config={item}" for item in args.kq_config + args.variants.get(client, []))
                 if case.mode == "latency":  # an empty topic per run: no run reads another's traffic
                     topic = f"bench-latency-{uuid.uuid4().hex[:8]}"
                     broker.create_topic(topic, PARTITIONS)
+                tree = args.trees.get(client)
+                saved = os.environ.get("PYTHONPATH")
+                if tree is not None:  # the runner process inherits it: kqactors from that tree
+                    os.environ["PYTHONPATH"] = tree + (os.pathsep + saved if saved else "")
                 try:
                     result = run_client(client, case.name, repeat, broker.bootstrap, topic, count, case.size,
                                         case.compression, extra_args=extra)
                 except RunFailed as exc:
                     print(f"[{case.name} #{repeat + 1}] {exc}", file=sys.stderr)
                     continue
+                finally:
+                    if tree is not None:
+                        if saved is None:
+                            os.environ.pop("PYTHONPATH", None)
+                        else:
+                            os.environ["PYTHONPATH"] = saved
                 results.append(result)
                 first = (f"  first message after {result.extra['first_message_s']:.1f} s"
                          if "first_message_s" in result.extra else "")
@@ -201,6 +260,14 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
                       f"{result.mb_per_s:7.1f} MB/s  cpu {result.cpu_s:6.2f} s  "
                       f"rss {result.peak_rss_mb:6.0f} MiB  procs {result.processes}  "
                       f"received {result.delivered:,}{latency}", file=sys.stderr, flush=True)
+                if "timeline" in result.extra:
+                    x = result.extra
+                    moves = (f"  placement moves {x['placement_moves']} (at ms {x['placement_moves_at_ms']})"
+                             if "placement_moves" in x else "")
+                    print(f"    longest wait {x['longest_gap_ms']:.0f} ms at {x['longest_gap_at_ms']:.0f} ms  "
+                          f"gc {x['gc_ms']:.0f} ms (max {x['gc_max_ms']:.0f}){moves}\n"
+                          f"    k msgs per {x['timeline_step_ms']:.0f} ms: "
+                          + " ".join(str(round(n / 1000)) for n in x["timeline"]), file=sys.stderr, flush=True)
     return results
 
 
@@ -238,16 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(args.json_out, meta, results, summaries)
     throughput_cases = [c for c in args.cases if CASES[c].mode != "latency"]
+    shown = [c for c in args.clients if c in STANDARD_CLIENTS or c in args.kq_variants]
     if not args.no_chart and summaries:
-        write_chart(args.chart, summaries, throughput_cases, [c for c in args.clients if c in STANDARD_CLIENTS])
+        write_chart(args.chart, summaries, throughput_cases, shown)
     if summaries:
-        print(markdown_table(summaries, throughput_cases, [c for c in args.clients if c in STANDARD_CLIENTS]))
+        print(markdown_table(summaries, throughput_cases, shown))
     latency = [r for r in results if CASES[r.case].mode == "latency"]
     if latency:
         print("\n" + latency_table(latency, clients))
     print(f"\n{len(results)} runs in {meta['wall_s']} s; JSON: {args.json_out}", file=sys.stderr)
     short = [r for r in results if r.delivered < r.count or r.errors]
-    expected = sum(len([c for c in clients if c in CASES[name].clients])
+    expected = sum(len([c for c in clients if ("kqactors" if c in args.kq_variants else c) in CASES[name].clients])
                    for name in args.cases)
     missing = expected * args.repeats - len(results)
     return 1 if short or missing else 0

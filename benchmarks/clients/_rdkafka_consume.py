@@ -35,6 +35,11 @@ def split_mode_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--mode", choices=("assign", "subscribe", "latency"), default="assign")
     parser.add_argument("--rate", type=float, default=1000.0, help="latency mode: messages per second")
     parser.add_argument("--fetch-wait-ms", type=int, default=None, help="fetch.wait.max.ms (default: client's)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="assign/subscribe: report the messages received per 50 ms, the longest wait for "
+                             "a message, GC pauses and (kqactors) placement moves")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more consumer property (repeatable)")
     return parser.parse_known_args(argv)
 
 
@@ -47,7 +52,68 @@ def consumer_config(args: Any, mode: argparse.Namespace) -> dict[str, Any]:
         config.update({"group.id": f"bench-subscribe-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
     if mode.fetch_wait_ms is not None:
         config["fetch.wait.max.ms"] = mode.fetch_wait_ms
+    for item in mode.config:
+        key, _, value = item.partition("=")
+        config[key.strip()] = value.strip()
     return config
+
+
+TIMELINE_STEP_S = 0.05
+
+
+class Timeline:
+    """Where a run's time went, seen from the app: messages received per TIMELINE_STEP_S, the longest time
+    between two consume() returns that brought messages, and the GC pauses (gc.callbacks) of this process."""
+
+    def __init__(self, started: float, consumer: Any) -> None:
+        import gc
+
+        self.started = started
+        self.consumer = consumer
+        self.moves = getattr(consumer, "moves_done", None)  # kqactors: adaptive placement's ctoppar moves
+        self.move_times: list[float] = []
+        self.buckets: list[int] = []
+        self.last_data = started
+        self.longest_gap = (0.0, 0.0)  # (gap s, at s)
+        self.gc_s = 0.0
+        self.gc_max_s = 0.0
+        self._gc_start = 0.0
+        self._gc = gc
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            pause = time.perf_counter() - self._gc_start
+            self.gc_s += pause
+            self.gc_max_s = max(self.gc_max_s, pause)
+
+    def note(self, now: float, count: int) -> None:
+        if self.moves is not None and self.consumer.moves_done != self.moves:
+            self.moves = self.consumer.moves_done
+            self.move_times.append(now - self.started)
+        if not count:
+            return
+        index = int((now - self.started) / TIMELINE_STEP_S)
+        if index >= len(self.buckets):
+            self.buckets.extend([0] * (index + 1 - len(self.buckets)))
+        self.buckets[index] += count
+        gap = now - self.last_data
+        if gap > self.longest_gap[0]:
+            self.longest_gap = (gap, self.last_data - self.started)
+        self.last_data = now
+
+    def report(self) -> dict[str, Any]:
+        self._gc.callbacks.remove(self._on_gc)
+        extra = {"timeline_step_ms": TIMELINE_STEP_S * 1000, "timeline": self.buckets,
+                 "longest_gap_ms": round(self.longest_gap[0] * 1000, 1),
+                 "longest_gap_at_ms": round(self.longest_gap[1] * 1000, 1),
+                 "gc_ms": round(self.gc_s * 1000, 1), "gc_max_ms": round(self.gc_max_s * 1000, 1)}
+        if self.moves is not None:
+            extra["placement_moves"] = self.moves
+            extra["placement_moves_at_ms"] = [round(t * 1000) for t in self.move_times]
+        return extra
 
 
 def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning: int,
@@ -71,7 +137,9 @@ def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning
     first_message_s = None
     deadline = time.monotonic() + 300
     consume = consumer.consume
+    timeline = Timeline(started, consumer) if mode.timeline else None
     while received < args.count and time.monotonic() < deadline:
+        before = received
         for msg in consume(1000, 1.0):
             if msg.error() is None:
                 received += 1
@@ -79,8 +147,11 @@ def run(client: str, consumer_class: Any, topic_partition: Any, offset_beginning
                 errors[error_name(msg.error())] += 1
         if first_message_s is None and received:
             first_message_s = time.perf_counter() - started
+        if timeline is not None:
+            timeline.note(time.perf_counter(), received - before)
     elapsed = time.perf_counter() - started
-    report_and_wait(client, args, received, dict(errors), elapsed, first_message_s=first_message_s)
+    extra = timeline.report() if timeline is not None else {}
+    report_and_wait(client, args, received, dict(errors), elapsed, first_message_s=first_message_s, **extra)
     consumer.close()
 
 

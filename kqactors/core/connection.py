@@ -32,11 +32,22 @@ from kqactors.protocol.api import (
     negotiate,
 )
 from kqactors.protocol.errors import ProtocolError
-from kqactors.protocol.requests import API_VERSIONS, CLIENT_RANGES, RequestKind
+from kqactors.protocol.requests import API_VERSIONS, CLIENT_RANGES, FETCH, RequestKind
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_SIZE = 100000000
 """receive.message.max.bytes' default: a larger response frame fails the connection."""
+SCRATCH_SIZE = 256 * 1024
+"""The reused receive buffer small frames are read into (one socket read at most)."""
+DIRECT_MIN = 64 * 1024
+"""A response frame at least this large is read into a buffer of its own (only its first bytes, those that came
+with other frames, are copied there)."""
+SCRATCH_MIN_FREE = DIRECT_MIN + 4
+"""Less free room than this at the scratch buffer's end moves its unread bytes to the front before a read."""
+VIEW_APIS = frozenset({FETCH.api_key})
+"""APIs whose large answers are handed over as a read-only view of their frame (the fetch source slices record
+sets out of it and sends them on as zero-copy frames); every other answer is a bytes copy (they are decoded at
+once, and some are kept or shipped whole)."""
 
 
 class ConnState(IntEnum):
@@ -121,7 +132,8 @@ class Completion:
 
     request: Request
     error_code: int
-    response: bytes | None = None
+    #: bytes, or for a large Fetch answer a read-only memoryview of the frame's own buffer (VIEW_APIS)
+    response: bytes | memoryview | None = None
     reason: str = ""
 
 
@@ -189,7 +201,15 @@ class Connection:
         self.unknown_responses = 0
         self._next_corr_id = 1
         self._out: deque[_OutFrame] = deque()
-        self._rx = bytearray()
+        # receive side (see receive_buffer): a reused scratch buffer for small frames, and a buffer of its own
+        # for a large frame, which the socket reads into directly
+        self._scratch = bytearray(SCRATCH_SIZE)
+        self._scratch_view = memoryview(self._scratch)
+        self._rx_start = 0  # first unread byte in the scratch buffer
+        self._rx_end = 0    # end of the bytes received into it
+        self._big: bytearray | None = None  # a large frame (without its size) being received
+        self._big_view: memoryview | None = None
+        self._big_filled = 0
         self._connect_deadline = 0.0
         self.last_error = ""
         #: statistics (statistics.interval.ms): requests and bytes each way, round trips, timeouts
@@ -240,7 +260,8 @@ class Connection:
         self.in_flight.clear()
         self.waiting.clear()
         self._out.clear()
-        self._rx.clear()
+        self._rx_start = self._rx_end = 0
+        self._big = self._big_view = None
         self._steps.clear()
         return failed
 
@@ -290,39 +311,93 @@ class Connection:
 
     # ---- input -----------------------------------------------------------------------------------------
 
-    def feed(self, data: bytes | memoryview, now: float) -> list[Completion]:
-        """Bytes from the socket; returns the requests they complete. A framing error raises ConnectionError
-        (the actor then disconnects, which fails everything outstanding); the requests that frames before the
-        bad one completed ride on it as ``completions``, so their answers are not lost with it."""
-        rx = self._rx
-        rx += data
+    def receive_buffer(self) -> memoryview:
+        """Where the next socket read goes (``recv_into``), then ``received(n)``. While a large frame (at least
+        ``DIRECT_MIN`` bytes) is incomplete this is the rest of that frame's own buffer, so its bytes are read
+        from the socket straight into the place a Fetch answer's records are sliced from (no copy on this
+        side); otherwise the free end of the reused scratch buffer."""
+        if self._big_view is not None:
+            return self._big_view[self._big_filled:]
+        start, end = self._rx_start, self._rx_end
+        if end == SCRATCH_SIZE or (start and SCRATCH_SIZE - end < SCRATCH_MIN_FREE):
+            # a partial small frame (< DIRECT_MIN + 4 bytes) moves to the front
+            self._scratch[:end - start] = self._scratch_view[start:end]
+            self._rx_start, self._rx_end = 0, end - start
+        return self._scratch_view[self._rx_end:]
+
+    def received(self, count: int, now: float) -> list[Completion]:
+        """``count`` bytes were read into ``receive_buffer()``; returns the requests they complete. A framing
+        error raises ConnectionError (the actor then disconnects, which fails everything outstanding); the
+        requests that frames before the bad one completed ride on it as ``completions``, so their answers are
+        not lost with it."""
         done: list[Completion] = []
-        pos = 0
-        with memoryview(rx) as view:  # frames are read through it: a response body is copied once
-            while len(rx) - pos >= 4:
-                (size,) = _SIZE.unpack_from(rx, pos)
+        if self._big is not None:
+            self._big_filled += count
+            if self._big_filled < len(self._big):
+                return done
+            frame, view = self._big, self._big_view
+            self._big = self._big_view = None
+            try:
+                completion = self._on_frame(view, now, owned=frame)
+            except ConnectionError as error:
+                error.completions = done  # type: ignore[attr-defined]
+                raise
+            if completion is not None:
+                done.append(completion)
+            self._pump(now)
+            return done
+        self._rx_end += count
+        scratch, view = self._scratch, self._scratch_view
+        pos, end = self._rx_start, self._rx_end
+        try:
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(scratch, pos)
                 if size < 4 or size > self.max_response_size:
-                    error = ConnectionError(f"Invalid response size {size} (0..{self.max_response_size}): "
-                                            "increase receive.message.max.bytes")
-                    error.completions = done  # type: ignore[attr-defined]
-                    raise error
-                if len(rx) - pos - 4 < size:
+                    raise ConnectionError(f"Invalid response size {size} (0..{self.max_response_size}): "
+                                          "increase receive.message.max.bytes")
+                if end - pos - 4 < size:
+                    if size >= DIRECT_MIN:  # the rest is read straight into the frame's own buffer
+                        have = end - pos - 4
+                        big = bytearray(size)
+                        big[:have] = view[pos + 4:end]
+                        self._big, self._big_view, self._big_filled = big, memoryview(big), have
+                        pos = end
                     break
-                try:
-                    with view[pos + 4:pos + 4 + size] as frame:
-                        completion = self._on_frame(frame, now)
-                except ConnectionError as error:
-                    error.completions = done  # type: ignore[attr-defined]
-                    raise
+                completion = self._on_frame(view[pos + 4:pos + 4 + size], now)
                 pos += 4 + size
                 if completion is not None:
                     done.append(completion)
-        if pos:
-            del rx[:pos]
-            self._pump(now)
+        except ConnectionError as error:
+            error.completions = done  # type: ignore[attr-defined]
+            raise
+        finally:
+            if pos == end:
+                pos = end = 0
+            self._rx_start, self._rx_end = pos, end
+        self._pump(now)
         return done
 
-    def _on_frame(self, frame: memoryview, now: float) -> Completion | None:
+    def feed(self, data: bytes | memoryview, now: float) -> list[Completion]:
+        """Bytes from the socket, already read (tests, and transports that cannot read into a buffer): the same
+        as reading them through ``receive_buffer``/``received``."""
+        done: list[Completion] = []
+        with memoryview(data) as source:
+            pos, total = 0, source.nbytes
+            while pos < total:
+                target = self.receive_buffer()
+                count = min(len(target), total - pos)
+                target[:count] = source[pos:pos + count]
+                pos += count
+                try:
+                    done += self.received(count, now)
+                except ConnectionError as error:
+                    error.completions = done + getattr(error, "completions", [])  # type: ignore[attr-defined]
+                    raise
+        return done
+
+    def _on_frame(self, frame: memoryview, now: float, owned: bytearray | None = None) -> Completion | None:
+        """One response frame (after its size). ``owned``: the frame is a buffer of its own that nothing else
+        will write to, so a Fetch answer's body is handed over as a read-only view of it instead of a copy."""
         (corr_id,) = _SIZE.unpack_from(frame, 0)
         req = self.in_flight.pop(corr_id, None)
         if req is None:
@@ -339,7 +414,11 @@ class Connection:
             # request, instead of leaving its owner waiting for a completion that never comes
             self.in_flight[corr_id] = req
             raise ConnectionError(f"bad response header for corr id {corr_id}: {exc}") from exc
-        body = bytes(frame[offset:])
+        body: bytes | memoryview
+        if owned is not None and req.api_key in VIEW_APIS:
+            body = frame.toreadonly()[offset:]
+        else:
+            body = bytes(frame[offset:])
         if req.handshake:
             self._on_handshake_response(req, body, now)
             return None

@@ -50,7 +50,6 @@ from kqactors.runtime.threadsafe import ThreadInbox
 if TYPE_CHECKING:
     from kqactors.actors.broker.source import FetchSource
 
-RECV_SIZE = 256 * 1024
 TICK_SECONDS = 0.05
 _CONNECT = "BROKER_CONNECT"
 _TICK = "BROKER_TICK"
@@ -104,7 +103,6 @@ class BrokerActor(Actor):
                                         int(_conf(config, "reconnect.backoff.max.ms", 10000)))
         self.transport: transports.Transport | None = None
         self._fd = -1
-        self._recv_buf = memoryview(bytearray(RECV_SIZE))  # reused: a fresh 256 KiB per read cost page faults
         self.want_write = False
         self.unsent_requests: list[tuple[Op, float]] = []
         self.partitions: set[tuple[str, int]] = set()
@@ -456,14 +454,15 @@ class BrokerActor(Actor):
             return
         before = self.conn.state
         try:
-            buf = self._recv_buf
-            while True:
+            conn = self.conn
+            while True:  # read into the connection's own buffers (a large answer straight into its frame)
+                buf = conn.receive_buffer()
                 received = transport.recv_into(buf)
                 if not received:
                     self._disconnect("Disconnected", now, closed_by_broker=True)
                     return
-                self._dispatch(self.conn.feed(buf[:received], now))
-                if received < RECV_SIZE or self.transport is None:
+                self._dispatch(conn.received(received, now))
+                if received < len(buf) or self.transport is None:
                     break
         except (BlockingIOError, InterruptedError):
             pass

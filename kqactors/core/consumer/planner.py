@@ -57,8 +57,8 @@ from .decoder import FetchedSlice
 from .settings import ERROR, FetchSettings
 
 __all__ = ["FetchPlanner", "FetchPlan", "FetchOutcome", "FetchTarget", "FetchSession", "OffsetReset",
-           "PartitionError", "PreferredReplica", "FETCH_SESSION_MIN_VERSION", "HELD_WAIT_MS", "ACTIVE",
-           "AWAITING_RESET", "STOPPED", "REVERTED"]
+           "PartitionError", "PreferredReplica", "FETCH_SESSION_MIN_VERSION", "HELD_WAIT_MS", "RESTART_WINDOW_S",
+           "ACTIVE", "AWAITING_RESET", "STOPPED", "REVERTED"]
 
 ACTIVE = "active"
 AWAITING_RESET = "awaiting-reset"
@@ -82,6 +82,12 @@ _ZERO_UUID = bytes(16)
 HELD_WAIT_MS = 20
 """max_wait_ms of a Fetch while a flow-closed partition has data waiting on the broker (see _scan):
 the partitions in the request may be at their end, and the held one must not wait behind their long-poll."""
+RESTART_WINDOW_S = 1.0
+"""After an active partition stops here, Fetches wait HELD_WAIT_MS at most for this long, or until it starts
+again: a stop is mostly the first half of a restart (a ctoppar moving to another host, a seek, a leader
+change), and the restart's offset may be well before its end (what the stopped ctoppar had fetched but not
+yet handed to the app is fetched again), so it must not wait behind the others' long-poll at their end —
+that wait was the 0.3–0.5 s stall after every adaptive-placement move."""
 
 Key = tuple[str, int]
 
@@ -265,6 +271,8 @@ class FetchPlanner:
         self._targets: dict[Key, FetchTarget] = {}
         self._names_by_id: dict[bytes, str] = {}
         self._rotation = 0
+        #: partitions stopped while active, not started since: when (see RESTART_WINDOW_S)
+        self._departed: dict[Key, float] = {}
         self.in_flight: FetchPlan | None = None
         self.session = FetchSession()
         # What an incremental request needs without walking every partition (see _incremental_view): the
@@ -284,6 +292,7 @@ class FetchPlanner:
         """Begin (or restart) fetching a partition at an absolute ``offset`` for toppar ``version``."""
         _check_offset(offset)
         key = (topic, partition)
+        self._departed.pop(key, None)
         target = self._targets.get(key)
         if target is None:
             target = FetchTarget(topic, partition, offset, version, self.settings.max_partition_fetch_bytes)
@@ -300,8 +309,12 @@ class FetchPlanner:
 
     def stop(self, topic: str, partition: int) -> bool:
         """Stop fetching (partition left this broker or was unassigned); late answers for it are dropped."""
-        self._dirty.add((topic, partition))
-        return self._targets.pop((topic, partition), None) is not None
+        key = (topic, partition)
+        self._dirty.add(key)
+        target = self._targets.pop(key, None)
+        if target is not None and target.state == ACTIVE and not target.paused:
+            self._departed[key] = self._clock()
+        return target is not None
 
     def seek(self, topic: str, partition: int, offset: int, version: int, *, leader_epoch: int | None = None
              ) -> bool:
@@ -436,7 +449,7 @@ class FetchPlanner:
                                                                partitions=[])
             entry.partitions.append(partition)
         max_wait_ms = settings.fetch_wait_max_ms
-        if max_wait_ms > HELD_WAIT_MS and held:
+        if max_wait_ms > HELD_WAIT_MS and (held or (self._departed and self._restart_expected(now))):
             max_wait_ms = HELD_WAIT_MS
         if incremental:
             session_id, epoch = session.session_id, session.epoch
@@ -473,6 +486,14 @@ class FetchPlanner:
             if t.state == ACTIVE and not t.paused and t.key not in planned:
                 (self._backing_off if t.flow_open else self._closed).add(t.key)
         self._live_valid = True
+
+    def _restart_expected(self, now: float) -> bool:
+        """A partition stopped here within RESTART_WINDOW_S and not started since (older ones are forgotten)."""
+        departed = self._departed
+        for key, when in list(departed.items()):
+            if now - when >= RESTART_WINDOW_S:
+                del departed[key]
+        return bool(departed)
 
     def _incremental_view(self, now: float) -> tuple[list[FetchTarget], bool, dict[Key, tuple[int, int, int]],
                                                      dict[Key, tuple[int, int, int]]]:

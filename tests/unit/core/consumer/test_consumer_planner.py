@@ -11,7 +11,14 @@ from support.clock import FakeClock
 
 from kqactors.core.consumer.classify import classify_fetch_error
 from kqactors.core.consumer.decoder import SliceDecoder
-from kqactors.core.consumer.planner import ACTIVE, AWAITING_RESET, HELD_WAIT_MS, STOPPED, FetchPlanner
+from kqactors.core.consumer.planner import (
+    ACTIVE,
+    AWAITING_RESET,
+    HELD_WAIT_MS,
+    RESTART_WINDOW_S,
+    STOPPED,
+    FetchPlanner,
+)
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.protocol.generated.fetch import (
@@ -340,6 +347,39 @@ def test_malformed_record_set_is_reported_not_raised() -> None:
     garbage = (0).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"\x02" * 20
     outcome = planner.handle_response(planner.build(), respond({("t", 0): {"records": garbage}}))
     assert [e.code for e in outcome.errors] == [KafkaError._BAD_MSG] and planner.target("t", 0).offset == 0
+
+
+def test_a_partition_stopped_while_fetching_shortens_the_long_poll_until_it_restarts() -> None:
+    """A ctoppar moving host stops its partition and starts it again moments later, often before its end (what it
+    had fetched but not handed over is fetched again): the others' long-poll at their end must not hold it."""
+    planner, clock = make(fetch_wait_max_ms=500)
+    planner.start("t", 0, 0, version=1)
+    planner.start("t", 1, 0, version=1)
+    plan = planner.build()
+    planner.handle_response(plan, respond({("t", 0): {"high_watermark": 4, "records": batch(0, 4)},
+                                           ("t", 1): {"high_watermark": 0, "records": b""}}))
+    assert planner.build().request.max_wait_ms == 500  # both at their end: the broker may hold it
+    planner.handle_response(planner.in_flight, respond({}))
+    planner.stop("t", 0)  # everything fetched, but its successor starts from what the app was handed
+    plan = planner.build()
+    assert [p.partition for t in plan.request.topics for p in t.partitions] == [1]
+    assert plan.request.max_wait_ms == HELD_WAIT_MS
+    planner.handle_response(plan, respond({}))
+    planner.start("t", 0, 2, version=2)  # the restart: long-polls are back to normal
+    assert planner.build().request.max_wait_ms == 500
+    planner.handle_response(planner.in_flight, respond({}))
+    # a partition stopped for good stops shortening them after RESTART_WINDOW_S; a paused one never did
+    planner.stop("t", 0)
+    clock.advance(RESTART_WINDOW_S - 0.01)
+    assert planner.build().request.max_wait_ms == HELD_WAIT_MS
+    planner.handle_response(planner.in_flight, respond({}))
+    clock.advance(0.02)
+    assert planner.build().request.max_wait_ms == 500
+    planner.handle_response(planner.in_flight, respond({}))
+    planner.start("t", 2, 0, version=1)
+    planner.set_paused("t", 2, True)
+    planner.stop("t", 2)
+    assert planner.build().request.max_wait_ms == 500
 
 
 def test_a_flow_closed_partition_with_data_waiting_shortens_the_long_poll() -> None:

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.clock import FakeClock
 
-from kqactors.core.consumer.planner import ACTIVE, HELD_WAIT_MS, FetchPlanner
+from kqactors.core.consumer.planner import ACTIVE, HELD_WAIT_MS, RESTART_WINDOW_S, FetchPlanner
 from kqactors.core.consumer.settings import FetchSettings
 from kqactors.errors import ERROR_CODES, KafkaError
 from kqactors.protocol.generated.fetch import FetchableTopicResponse, FetchResponse, PartitionData
@@ -77,6 +77,7 @@ class Driver:
         self.seen: dict[tuple, int] = {}              # (key, version) → highest position observed
         self.slice_ends: dict[tuple, int] = {}        # (key, version) → next_offset of the last slice
         self.changed_since_build: set = set()         # keys seeked/restarted/stopped while a request is out
+        self.departed: dict[tuple, float] = {}         # keys stopped while fetching, not started since → when
         self.requests = 0
         self.slices = 0
 
@@ -87,6 +88,7 @@ class Driver:
             self.versions[key] += 1
             if kind == "start":
                 planner.start(*key, offset, self.versions[key])
+                self.departed.pop(key, None)
             elif not planner.seek(*key, offset, self.versions[key]):
                 assert planner.target(*key) is None, "a seek with a newer version was refused"
             self.changed_since_build.add(key)
@@ -98,6 +100,9 @@ class Driver:
                 assert not planner.seek(*key, offset, target.version - 1)
                 assert (target.offset, target.version, target.state) == before, "a stale seek moved the position"
         elif kind == "stop":
+            target = planner.target(*KEYS[event[1]])
+            if target is not None and target.state == ACTIVE and not target.paused:
+                self.departed[KEYS[event[1]]] = self.clock()
             planner.stop(*KEYS[event[1]])
             self.changed_since_build.add(KEYS[event[1]])
         elif kind == "flow":
@@ -145,9 +150,11 @@ class Driver:
             assert self.settings.max_partition_fetch_bytes <= max_bytes == target.max_bytes <= 1_000_000_000
             assert plan.partitions[key] == (target.version, offset, max_bytes)
         assert (request.max_bytes, request.min_bytes) == (self.settings.fetch_max_bytes, self.settings.fetch_min_bytes)
-        # the long-poll is shortened only while a flow-closed partition has data waiting on the broker
+        # the long-poll is shortened only while a flow-closed partition has data waiting on the broker, or a
+        # partition stopped while fetching may start again (RESTART_WINDOW_S)
         held = any(t.state == ACTIVE and not t.flow_open and not t.paused and 0 <= t.offset < t.high_watermark
                    for t in planner.targets())
+        held = held or any(now - when < RESTART_WINDOW_S for when in self.departed.values())
         wait = self.settings.fetch_wait_max_ms
         assert request.max_wait_ms == (min(wait, HELD_WAIT_MS) if held else wait)
         self.changed_since_build = set()

@@ -98,7 +98,13 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=30.0, help="seconds between samples")
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--rate-cap", type=float, default=10_000.0, help="msg/s at most (0: no cap)")
+    parser.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE",
+                        help="a property of the soaking producer (repeatable), e.g. kqactors.hosts=0")
+    parser.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE",
+                        help="a property of the soaking consumer (repeatable)")
     args = parser.parse_args()
+    extra_producer = dict(item.split("=", 1) for item in args.producer)
+    extra_consumer = dict(item.split("=", 1) for item in args.consumer)
     broker = None
     exclude: set[int] = set()
     if args.bootstrap is None:
@@ -125,8 +131,10 @@ def main() -> int:
         def on_delivery(err, _msg):
             stats["acked" if err is None else "failed"] += 1
 
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "on_delivery": on_delivery})
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False})
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "on_delivery": on_delivery,
+                             **extra_producer})
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False,
+                             **extra_consumer})
         consumer.assign([TopicPartition(topic, p, -2) for p in range(PARTITIONS)])
         stop = threading.Event()
 

@@ -68,6 +68,8 @@ class TopparActor(Actor):
         self.codec = codec_id(self.settings.compression_type)
         self.level = self.settings.compression_level
         self.version = 1
+        #: batch id → the runtime request of its XMIT in flight (cancelled when the XMIT_RESULT comes)
+        self._xmit_requests: dict[int, int] = {}
         self.timer_id: int | None = None
         self.timer_at: float | None = None
         self.drain_wanted = False
@@ -219,6 +221,9 @@ class TopparActor(Actor):
         log.debug("%s: XMIT_RESULT %s", self.ctx.name, payload)
         if int(payload.get("toppar_version", self.version)) != self.version:
             return
+        request = self._xmit_requests.pop(int(payload["batch_id"]), None)
+        if request is not None:  # answered: the request's pending entry and its timeout go now, not in a minute
+            self.ctx.cancel_request(request)
         self.core.on_result(int(payload["batch_id"]), int(payload.get("error_code", 0)),
                             int(payload.get("base_offset", -1)), int(payload.get("log_append_time", -1)),
                             request_sent=bool(payload.get("sent", True)))
@@ -369,11 +374,15 @@ class TopparActor(Actor):
         broker = ops.broker_name(batch.broker_id)
         log.debug("%s: XMIT batch %d (%d msgs) to broker %d", self.ctx.name, batch_id, batch.count,
                   batch.broker_id)
-        self.ctx.request(broker, Op(pops.XMIT, payload, [batch.payload]),
-                         lambda reply: self._on_xmit_undeliverable(batch_id, reply),
-                         max(self.settings.socket_timeout_ms / 1000.0, 1.0) + _INFLIGHT_SLACK_S)
+        earlier = self._xmit_requests.pop(batch_id, None)
+        if earlier is not None:  # a retry of a batch whose last XMIT is still waiting: only the newest counts
+            self.ctx.cancel_request(earlier)
+        self._xmit_requests[batch_id] = self.ctx.request(
+            broker, Op(pops.XMIT, payload, [batch.payload]), lambda reply: self._on_xmit_undeliverable(batch_id, reply),
+            max(self.settings.socket_timeout_ms / 1000.0, 1.0) + _INFLIGHT_SLACK_S)
 
     def _on_xmit_undeliverable(self, batch_id: int, reply: Op) -> None:
+        self._xmit_requests.pop(batch_id, None)
         if reply.error is None or reply.error.code not in (ErrorCode.UNKNOWN_ACTOR, ErrorCode.DEAD_ACTOR):
             return  # TIMED_OUT here only means "no runtime reply": the broker answers with XMIT_RESULT
         if self.core.on_result(batch_id, KafkaError._TRANSPORT, request_sent=False):

@@ -146,6 +146,11 @@ class ActorContext:
         reconnect). Returns the request id."""
         return self._core.request(self.name, name, op, on_reply, timeout, version)
 
+    def cancel_request(self, req_id: int) -> bool:
+        """Stop waiting for the reply of one of this actor's requests (an answer that came another way): the
+        reply is dropped if it still comes and the timeout never fires. False if it was already answered."""
+        return self._core.cancel_request(self.name, req_id)
+
     def timer(self, interval: float, op: Op, *, repeat: bool = False) -> int:
         """Enqueue ``op`` (a copy for each tick) on this actor's mailbox after ``interval`` seconds."""
         return self._core.timer(self.name, interval, op, repeat)

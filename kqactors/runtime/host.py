@@ -319,6 +319,16 @@ class HostCore:
         self.post(op)
         return req_id
 
+    def cancel_request(self, actor: str, req_id: int) -> bool:
+        """Forget a pending request of ``actor``: its reply, if one still comes, is dropped, and its timeout
+        will not fire. False if it was already answered (or is not this actor's)."""
+        pending = self._pending.get(req_id)
+        if pending is None or pending.actor != actor:
+            return False
+        del self._pending[req_id]
+        self.timers.cancel(pending.timer_id)
+        return True
+
     def _fail_pending(self, req_id: int, code: str, message: str) -> None:
         pending = self._pending.get(req_id)
         if pending is None:

@@ -98,6 +98,9 @@ class NamespacedContext(ActorContext):
                 version: int = 0) -> int:
         return self._core.request(self.full, qualify(self.ns, name), op, on_reply, timeout, version)
 
+    def cancel_request(self, req_id: int) -> bool:
+        return self._core.cancel_request(self.full, req_id)
+
     def timer(self, interval: float, op: Op, *, repeat: bool = False) -> int:
         return self._core.timer(self.full, interval, op, repeat)
 

@@ -25,6 +25,10 @@ class _Timer:
         self.cancelled = False
 
 
+#: cancelled entries the heap may hold beyond as many as its live timers before it is rebuilt
+_COMPACT_SLACK = 1024
+
+
 class TimerHeap:
     """One-shot and repeating timers ordered by due time (monotonic clock)."""
 
@@ -52,6 +56,12 @@ class TimerHeap:
         if timer is None:
             return False
         timer.cancelled = True
+        # a cancelled timer stays in the heap until its due time; when most entries are such, rebuild it, so
+        # that timers cancelled long before they are due (request timeouts of requests answered at once) take
+        # no memory beyond a bounded share of the live ones
+        if len(self._heap) > 2 * len(self._timers) + _COMPACT_SLACK:
+            self._heap = [entry for entry in self._heap if not entry[2].cancelled]
+            heapq.heapify(self._heap)
         return True
 
     def next_due(self) -> float | None:

@@ -169,6 +169,22 @@ class RelayActor(Actor):
         self.ctx.request(p["to"], Op(p["type"], p.get("payload")), answered, timeout=p.get("timeout", 5.0),
                          version=p.get("version", 0))
 
+    @on("RELAY_CANCEL")
+    def relay_cancel(self, op: Op) -> None:
+        """Asks like RELAY, then cancels that request at once; answers {cancelled, again} (the two
+        cancel_request results). Whatever reaches the cancelled request's callback later is kept for SERVED."""
+        p = op.payload
+        served = self.__dict__.setdefault("served", [])
+        req_id = self.ctx.request(p["to"], Op(p["type"], p.get("payload")),
+                                  lambda reply: served.append(reply.error.code if reply.error else reply.payload),
+                                  timeout=p.get("timeout", 5.0))
+        cancelled = self.ctx.cancel_request(req_id)
+        self.ctx.reply(op, Op("RELAY_CANCEL", {"cancelled": cancelled, "again": self.ctx.cancel_request(req_id)}))
+
+    @on("SERVED")
+    def served_replies(self, op: Op) -> None:
+        self.ctx.reply(op, Op("SERVED", list(self.__dict__.get("served", []))))
+
     @on("SET_VERSION")
     def set_version(self, op: Op) -> None:
         self.op_version = int(op.payload)

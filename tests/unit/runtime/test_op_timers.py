@@ -90,3 +90,18 @@ def test_timers_one_shot_repeat_cancel() -> None:
         heap.schedule(-1, lambda: None)
     with pytest.raises(ValueError):
         heap.schedule(0, lambda: None, repeat=True)
+
+
+def test_timers_cancelled_long_before_they_are_due_take_bounded_memory() -> None:
+    """Request timeouts are mostly cancelled by the reply, long before they are due: the heap must not keep
+    every one of them until then (a producer at 10k msg/s held ~80k such entries)."""
+    clock = FakeClock()
+    heap = TimerHeap(clock)
+    fired: list[int] = []
+    keep = [heap.schedule(90.0 + i, lambda i=i: fired.append(i)) for i in range(3)]
+    for _ in range(20_000):
+        heap.cancel(heap.schedule(60.0, lambda: fired.append(-1)))
+    assert len(heap._heap) <= 2 * len(keep) + 1024 + 1  # noqa: SLF001 - the bound is the point
+    clock.now += 100.0
+    heap.run_due()
+    assert fired == [0, 1, 2] and all(not heap.cancel(t) for t in keep)

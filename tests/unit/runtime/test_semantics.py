@@ -45,6 +45,16 @@ def test_timeout_then_late_reply_is_dropped(rt: Runtime) -> None:
     assert queue.poll(0.8) is None  # the real reply came at 0.4 s and was dropped: one reply only
 
 
+def test_a_cancelled_request_gets_neither_its_reply_nor_its_timeout(rt: Runtime) -> None:
+    """cancel_request: for a request answered another way (a producer toppar's XMIT gets an XMIT_RESULT op),
+    so that its pending entry and timer go at once instead of living until the timeout."""
+    relay, echo = spawn(rt, "RelayActor"), spawn(rt, "EchoActor")
+    answer = rt.request(relay, Op("RELAY_CANCEL", {"to": echo, "type": "DELAY", "payload": 0.1, "timeout": 0.2}), 10)
+    assert answer.payload == {"cancelled": True, "again": False}
+    rt.sleep(0.6)  # the reply (after 0.1 s) and the timeout (0.2 s) are both past
+    assert rt.request(relay, Op("SERVED"), 10).payload == []
+
+
 def test_blocking_request_times_out(rt: Runtime) -> None:
     name = spawn(rt, "EchoActor")
     started = time.monotonic()

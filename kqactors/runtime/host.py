@@ -258,11 +258,9 @@ class HostCore:
             return
         slot = self.actors.get(target)
         if op.flags & REPLY and op.req_id:
-            pending = self._pending.get(op.req_id)
-            if pending is None or pending.actor != target:
+            pending = self._take_pending(target, op.req_id)
+            if pending is None:
                 return  # a late or duplicate reply: the request was already answered (exactly once)
-            del self._pending[op.req_id]
-            self.timers.cancel(pending.timer_id)
             if slot is None:
                 return
             op.serve = pending.on_reply
@@ -322,12 +320,16 @@ class HostCore:
     def cancel_request(self, actor: str, req_id: int) -> bool:
         """Forget a pending request of ``actor``: its reply, if one still comes, is dropped, and its timeout
         will not fire. False if it was already answered (or is not this actor's)."""
+        return self._take_pending(actor, req_id) is not None
+
+    def _take_pending(self, actor: str, req_id: int) -> _Pending | None:
+        """Remove ``actor``'s pending request ``req_id`` and its timeout: the one way a request ends."""
         pending = self._pending.get(req_id)
         if pending is None or pending.actor != actor:
-            return False
+            return None
         del self._pending[req_id]
         self.timers.cancel(pending.timer_id)
-        return True
+        return pending
 
     def _fail_pending(self, req_id: int, code: str, message: str) -> None:
         pending = self._pending.get(req_id)

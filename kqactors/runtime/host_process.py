@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 PARENT_CHECK_INTERVAL = 0.25  # seconds between parent-pid polls (the PDEATHSIG fallback)
 PR_SET_PDEATHSIG = 1
 PARENT_GONE_WAIT_S = 2.0  # after a SIGTERM, how long to wait for the app to finish dying
+TRIM_INTERVAL_S = 30.0  # at most this often, a host about to wait hands freed heap pages back (see below)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -97,6 +98,32 @@ def _parent_gone_within(parent_pid: int, seconds: float) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+class AllocatorTrim:
+    """Hands the C allocator's free pages back to the system, at most once per ``interval`` and only when
+    the loop is about to wait anyway. A long-running host passes ZeroMQ frames of every size through glibc's
+    malloc; the free space between live blocks is never returned on its own, so a busy host's RSS crept up
+    (0.5-2 MB a quarter hour in the soak) with its live memory flat. ``malloc_trim(0)`` releases every free
+    page, mid-heap ones included; it takes well under a millisecond on a host's few-MB heaps. A no-op where
+    the C library has no ``malloc_trim`` (not glibc)."""
+
+    def __init__(self, interval: float = TRIM_INTERVAL_S, clock=time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self.trims = 0
+        try:
+            self._trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            self._trim = None
+        self._next = clock() + interval
+
+    def before_wait(self) -> None:
+        if self._trim is None or self.clock() < self._next:
+            return
+        self._trim(0)
+        self.trims += 1
+        self._next = self.clock() + self.interval
 
 
 def _poll_all(ready: list, inbox: ZmqInbox, core: HostCore, key: str) -> None:
@@ -172,6 +199,7 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
     orphaned = False
     check_interval_ms = int(PARENT_CHECK_INTERVAL * 1000)
     deliver = core.deliver
+    trim = AllocatorTrim()
     try:
         while not core.terminated:
             rest = 0.0  # a wait shorter than a millisecond, done precisely (libzmq counts whole ms)
@@ -183,6 +211,8 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
                     timeout_ms, rest = timer_wait(due - clock())
                 else:  # a constant keeps RCVTIMEO unchanged; the parent check may come one interval late
                     timeout_ms = check_interval_ms
+                if timeout_ms:
+                    trim.before_wait()
             if len(poll_items) == 1:  # the inbox alone: one bounded recv, no zmq_poll
                 try:
                     if rest and not inbox.wait_readable(rest):

@@ -1317,33 +1317,64 @@ static PyObject *pending_pop(PyObject *pending, PyObject *key) {
 #endif
 }
 
+/* The arguments complete_ok() and ReadyQueue.add_ok() share: (pending, topic, partition, first, count,
+ * base_offset, default_cb, now, ...), checked and converted once for both. */
+typedef struct {
+    PyObject *pending, *topic, *partition, *default_cb;
+    long long first, count, base_offset;
+    double now;
+} OkRow;
+
+static int parse_ok_row(const char *fn, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, OkRow *row) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", fn, expected, nargs);
+        return -1;
+    }
+    if (message_type == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s(): bind_message() was not called", fn);
+        return -1;
+    }
+    row->pending = args[0];
+    row->topic = args[1];
+    row->partition = args[2];
+    row->default_cb = args[6];
+    if (!PyDict_Check(row->pending)) {
+        PyErr_Format(PyExc_TypeError, "%s(): pending must be a dict", fn);
+        return -1;
+    }
+    if ((row->first = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred()) return -1;
+    if ((row->count = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred()) return -1;
+    if ((row->base_offset = PyLong_AsLongLong(args[5])) == -1 && PyErr_Occurred()) return -1;
+    if ((row->now = PyFloat_AsDouble(args[7])) == -1.0 && PyErr_Occurred()) return -1;
+    return 0;
+}
+
+/* A popped pending entry's size and the callback its report goes to (its own, else default_cb: Python's
+ * `or`, a falsy callback counts as none; Py_None: no report). -1 with an exception on a malformed entry. */
+static int ok_entry(const char *fn, PyObject *entry, PyObject *default_cb, Py_ssize_t *size, PyObject **callback) {
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != P_LEN) {
+        PyErr_Format(PyExc_TypeError, "%s(): malformed pending entry", fn);
+        return -1;
+    }
+    *size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
+    if (*size == -1 && PyErr_Occurred()) return -1;
+    PyObject *own = PyTuple_GET_ITEM(entry, P_CB);
+    int truth = own == Py_None ? 0 : PyObject_IsTrue(own);
+    if (truth < 0) return -1;
+    *callback = truth ? own : default_cb;
+    return 0;
+}
+
 /* add_ok(pending, topic, partition, first, count, base_offset, default_cb, now, create_time_type)
  *     -> (done, freed)
  * complete_ok() of a whole row (read that, and producer_buffers._complete_ok_py, for the semantics): every
  * msgid still pending is popped and counted the same way, but the reports are queued as one run whose
  * Messages are built when served. Caller holds ProducerBuffers.lock. */
 static PyObject *rq_add_ok(ReadyQueue *q, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
-        PyErr_Format(PyExc_TypeError, "add_ok() takes 9 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (message_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "add_ok(): bind_message() was not called");
-        return NULL;
-    }
-    PyObject *pending = args[0], *default_cb = args[6];
-    if (!PyDict_Check(pending)) {
-        PyErr_SetString(PyExc_TypeError, "add_ok(): pending must be a dict");
-        return NULL;
-    }
-    long long first = PyLong_AsLongLong(args[3]);
-    if (first == -1 && PyErr_Occurred()) return NULL;
-    long long count = PyLong_AsLongLong(args[4]);
-    if (count == -1 && PyErr_Occurred()) return NULL;
-    long long base_offset = PyLong_AsLongLong(args[5]);
-    if (base_offset == -1 && PyErr_Occurred()) return NULL;
-    double now = PyFloat_AsDouble(args[7]);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    OkRow row;
+    if (parse_ok_row("add_ok", args, nargs, 9, &row) < 0) return NULL;
+    PyObject *pending = row.pending, *default_cb = row.default_cb;
+    long long first = row.first, count = row.count;
     if (count < 0 || count > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(RunItem)) {
         PyErr_SetString(PyExc_ValueError, "add_ok(): count out of range");
         return NULL;
@@ -1358,8 +1389,8 @@ static PyObject *rq_add_ok(ReadyQueue *q, PyObject *const *args, Py_ssize_t narg
     run->topic = args[1];
     run->partition = args[2];
     run->ts_type = args[8];
-    run->offset0 = base_offset - first;
-    run->now = now;
+    run->offset0 = row.base_offset - first;
+    run->now = row.now;
     if (count && run->items == NULL) {
         Py_DECREF(run);
         return PyErr_NoMemory();
@@ -1386,19 +1417,9 @@ static PyObject *rq_add_ok(ReadyQueue *q, PyObject *const *args, Py_ssize_t narg
             }
             continue;  /* already reported (e.g. purged locally) */
         }
-        Py_ssize_t size = -1;
-        PyObject *callback = NULL;
-        int truth = -1;
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != P_LEN) {
-            PyErr_SetString(PyExc_TypeError, "add_ok(): malformed pending entry");
-        } else {
-            size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
-            callback = PyTuple_GET_ITEM(entry, P_CB);
-            truth = 1;
-            if (size == -1 && PyErr_Occurred()) truth = -1;
-            else if (callback != Py_None) truth = PyObject_IsTrue(callback);
-        }
-        if (truth < 0) {
+        Py_ssize_t size;
+        PyObject *callback;
+        if (ok_entry("add_ok", entry, default_cb, &size, &callback) < 0) {
             /* back where it was, pending, as complete_ok leaves an entry it fails on */
             PyObject *exc_type, *exc_value, *exc_tb;
             PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
@@ -1415,7 +1436,6 @@ static PyObject *rq_add_ok(ReadyQueue *q, PyObject *const *args, Py_ssize_t narg
             failed = 1;
             break;
         }
-        if (callback == Py_None || !truth) callback = default_cb;
         Py_DECREF(key);
         done++;
         freed += size;
@@ -1644,28 +1664,12 @@ fail:
  * freed, and when it has a callback (its own, else default_cb) ready_append((callback, None, Message))
  * is called. Caller holds ProducerBuffers.lock. */
 PyObject *complete_ok(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_Format(PyExc_TypeError, "complete_ok() takes 10 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (message_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "complete_ok(): bind_message() was not called");
-        return NULL;
-    }
-    PyObject *pending = args[0], *topic = args[1], *partition = args[2], *default_cb = args[6];
+    OkRow row;
+    if (parse_ok_row("complete_ok", args, nargs, 10, &row) < 0) return NULL;
+    PyObject *pending = row.pending, *topic = row.topic, *partition = row.partition, *default_cb = row.default_cb;
     PyObject *ready_append = args[8], *ts_type = args[9];
-    if (!PyDict_Check(pending)) {
-        PyErr_SetString(PyExc_TypeError, "complete_ok(): pending must be a dict");
-        return NULL;
-    }
-    long long first = PyLong_AsLongLong(args[3]);
-    if (first == -1 && PyErr_Occurred()) return NULL;
-    long long count = PyLong_AsLongLong(args[4]);
-    if (count == -1 && PyErr_Occurred()) return NULL;
-    long long base_offset = PyLong_AsLongLong(args[5]);
-    if (base_offset == -1 && PyErr_Occurred()) return NULL;
-    double now = PyFloat_AsDouble(args[7]);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    long long first = row.first, count = row.count, base_offset = row.base_offset;
+    double now = row.now;
 
     Py_ssize_t done = 0, freed = 0;
     for (long long msgid = first; msgid < first + count; msgid++) {
@@ -1684,30 +1688,14 @@ PyObject *complete_ok(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
             return NULL;
         }
         Py_DECREF(key);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != P_LEN) {
-            Py_DECREF(entry);
-            PyErr_SetString(PyExc_TypeError, "complete_ok(): malformed pending entry");
-            return NULL;
-        }
-        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, P_SIZE));
-        if (size == -1 && PyErr_Occurred()) {
+        Py_ssize_t size;
+        PyObject *callback;
+        if (ok_entry("complete_ok", entry, default_cb, &size, &callback) < 0) {
             Py_DECREF(entry);
             return NULL;
         }
         done++;
         freed += size;
-        /* callback = entry's callback or default_cb (Python's `or`: a falsy callback counts as none). */
-        PyObject *callback = PyTuple_GET_ITEM(entry, P_CB);
-        if (callback != Py_None) {
-            int truth = PyObject_IsTrue(callback);
-            if (truth < 0) {
-                Py_DECREF(entry);
-                return NULL;
-            }
-            if (!truth) callback = default_cb;
-        } else {
-            callback = default_cb;
-        }
         if (callback == Py_None) {
             Py_DECREF(entry);
             continue;

@@ -16,6 +16,7 @@ import os
 import time
 
 import pytest
+from support.kafka_io import produce_round_robin
 from support.waiting import wait_until
 
 from kqactors import Producer
@@ -113,29 +114,19 @@ def run_producer(cluster, topic: str, victim: str, config: dict) -> dict:
     run = ProducerRun()
     producer = Producer({"bootstrap.servers": cluster.bootstrap, **BASE, **config, "on_delivery": run})
     rt = producer._rt
-    sent = [0] * PARTITIONS
     kill_time = 0.0
+
+    def kill_at(i: int) -> None:
+        nonlocal kill_time
+        if i == KILL_AT:
+            name = f"toppar/{topic}/0" if victim == "toppar" else "main"
+            key = wait_until(lambda: rt.host_of(name), 10, f"{name} to run")
+            kill_time = time.monotonic()
+            os.kill(rt.host_pid(key), 9)
+
     try:
-        start = time.monotonic()
-        for i in range(MESSAGES):
-            if i == KILL_AT:
-                name = f"toppar/{topic}/0" if victim == "toppar" else "main"
-                key = wait_until(lambda name=name: rt.host_of(name), 10, f"{name} to run")
-                kill_time = time.monotonic()
-                os.kill(rt.host_pid(key), 9)
-            partition = i % PARTITIONS
-            while True:
-                try:
-                    producer.produce(topic, numbered(partition, sent[partition]), partition=partition)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            sent[partition] += 1
-            if i % 50 == 0:
-                producer.poll(0)
-                ahead = start + i / RATE - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
+        sent = produce_round_robin(producer, topic, MESSAGES, PARTITIONS, numbered, before=kill_at, rate=RATE,
+                                   poll_every=50, backoff=0.01)
         producer.flush(30)
     finally:
         producer.close(timeout=5)

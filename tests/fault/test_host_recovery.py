@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.kafka_io import produce_round_robin
 from support.waiting import wait_until
 from test_host_crash import (
     PARTITIONS,
@@ -44,21 +45,11 @@ def create_topic(cluster, topic: str, partitions: int = PARTITIONS) -> None:
 
 def produce_flat_out(producer: Producer, topic: str, count: int, at: dict[int, object]) -> list[int]:
     """``count`` numbered messages round-robin as fast as produce() takes them; ``at[i]()`` runs before message i."""
-    sent = [0] * PARTITIONS
-    for i in range(count):
+    def before(i: int) -> None:
         if i in at:
             at[i]()
-        partition = i % PARTITIONS
-        while True:
-            try:
-                producer.produce(topic, numbered(partition, sent[partition]), partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        sent[partition] += 1
-        if i % 1000 == 0:
-            producer.poll(0)
-    return sent
+
+    return produce_round_robin(producer, topic, count, PARTITIONS, numbered, before=before, backoff=0.01)
 
 
 def check_log(bootstrap: str, topic: str, run: ProducerRun, sent: list[int]) -> dict:

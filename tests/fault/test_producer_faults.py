@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from support.kafka_io import produce_round_robin
 from support.waiting import wait_until
 
 from kqactors import Producer
@@ -73,23 +74,13 @@ def produce_numbered(producer: Producer, topic: str, actions: dict[int, Action],
                      messages: int = MESSAGES) -> list[int]:
     """Produce ``messages`` round-robin over the partitions, running ``actions[i]`` before message i.
     Returns how many messages each partition got."""
-    sent = [0] * PARTITIONS
-    for i in range(messages):
+    def before(i: int) -> None:
         action = actions.get(i)
         if action is not None:
             action()
-        partition = i % PARTITIONS
-        value = numbered_value(partition, sent[partition])
-        while True:
-            try:
-                producer.produce(topic, value, partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        sent[partition] += 1
-        if i % 2000 == 0:
-            producer.poll(0)
-    return sent
+
+    return produce_round_robin(producer, topic, messages, PARTITIONS, numbered_value, before=before,
+                               poll_every=2000)
 
 
 def consume_all(bootstrap: str, topic: str, expected: list[int], timeout: float = 40.0) -> dict[int, list[int]]:

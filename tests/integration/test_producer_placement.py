@@ -15,6 +15,7 @@ import os
 import time
 
 import pytest
+from support.kafka_io import produce_round_robin
 from support.waiting import wait_until
 
 from kqactors import Producer
@@ -29,21 +30,8 @@ def _value(partition: int, seq: int) -> bytes:
 
 
 def produce_numbered(producer: Producer, topic: str, sent: list[int], count: int, pause: float = 0.0) -> None:
-    """``count`` numbered messages round-robin (``sent`` counts each partition's), waiting out a full queue;
-    ``pause`` seconds of poll() after each one make a trickle."""
-    for i in range(count):
-        partition = i % PARTITIONS
-        while True:
-            try:
-                producer.produce(topic, _value(partition, sent[partition]), partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        sent[partition] += 1
-        if pause:
-            producer.poll(pause)
-        elif i % 500 == 0:
-            producer.poll(0)
+    """``count`` numbered messages round-robin, going on from ``sent``; ``pause`` makes a trickle."""
+    produce_round_robin(producer, topic, count, PARTITIONS, _value, sent=sent, pause=pause, poll_every=500)
 
 
 @pytest.mark.parametrize("idempotence", [True, False], ids=["idempotent", "plain"])

@@ -24,6 +24,39 @@ def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int, st
     assert producer.flush(30) == 0, "confluent-kafka could not deliver the test data"
 
 
+def produce_round_robin(producer: Any, topic: str, count: int, partitions: int,
+                        value: Callable[[int, int], bytes], *, sent: list[int] | None = None,
+                        before: Callable[[int], object] | None = None, pause: float = 0.0,
+                        rate: float = 0.0, poll_every: int = 1000, backoff: float = 0.05) -> list[int]:
+    """``count`` messages from a kqactors (or any confluent-kafka-like) producer, round-robin over the partitions,
+    each ``value(partition, seq)`` with ``seq`` counted per partition in ``sent`` (returned; pass it in to go on
+    from an earlier call). A full queue is waited out with poll(``backoff``), so nothing is dropped.
+    ``before(i)`` runs before message i (a fault scenario's trigger); ``pause`` seconds of poll() after each
+    message make a trickle; ``rate`` > 0 paces the run at that many messages/s; otherwise poll(0) every
+    ``poll_every`` messages serves the reports."""
+    sent = [0] * partitions if sent is None else sent
+    start = time.monotonic()
+    for i in range(count):
+        if before is not None:
+            before(i)
+        partition = i % partitions
+        while True:
+            try:
+                producer.produce(topic, value(partition, sent[partition]), partition=partition)
+                break
+            except BufferError:
+                producer.poll(backoff)
+        sent[partition] += 1
+        if pause:
+            producer.poll(pause)
+        elif i % poll_every == 0:
+            producer.poll(0)
+            ahead = start + i / rate - time.monotonic() if rate else 0.0
+            if ahead > 0:
+                time.sleep(ahead)
+    return sent
+
+
 def drain(consumer: Any, want: int, timeout: float = 30.0, *, errors: list | None = None,
           during: Callable[[list], object] | None = None) -> list:
     """Messages (no events) until ``want`` arrived or ``timeout`` passed; the caller asserts on the count.

@@ -26,6 +26,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import cpu_seconds  # noqa: E402
+
 from kqactors import Consumer, Producer, TopicPartition  # noqa: E402
 
 VALUE = b"x" * 100
@@ -59,18 +61,6 @@ def client_hosts(clients: dict[str, object]) -> dict[int, str]:
             pid = rt.host_pid(key)
             if pid is not None:
                 out[pid] = f"{label} {key}"
-    return out
-
-
-def cpu_seconds(pids: dict[int, str]) -> dict[str, float]:
-    """{name: user+system CPU seconds so far} of the named processes (gone ones left out)."""
-    out = {}
-    for pid, name in pids.items():
-        try:
-            times = psutil.Process(pid).cpu_times()
-            out[name] = times.user + times.system
-        except psutil.Error:
-            pass
     return out
 
 
@@ -161,9 +151,9 @@ def main() -> int:
                       f"rss={sum(v[1] for v in snap.values()) / 1e6:.1f}MB fds={sum(v[2] for v in snap.values())}",
                       flush=True)
                 # Who was busy since the last sample (the broker too): a lag that comes with time shows here.
-                names = {pid: name for pid, (name, _rss, _fds) in snap.items()}
+                names = {name: pid for pid, (name, _rss, _fds) in snap.items()}
                 if broker is not None:
-                    names[broker.pid] = "broker"
+                    names["broker"] = broker.pid
                 cpu_now = cpu_seconds(names)
                 span = max(now - last_sample_at, 1e-6)
                 if cpu_before:

@@ -34,18 +34,6 @@ CLIENTS = ("kqactors", "confluent-kafka")
 
 # ---- runner side ---------------------------------------------------------------------------------------------
 
-def _cpu_of(pids: dict[str, int]) -> dict[str, float]:
-    import psutil
-    seen: dict[str, float] = {}
-    for label, pid in pids.items():
-        try:
-            times = psutil.Process(pid).cpu_times()
-            seen[label] = times.user + times.system
-        except psutil.Error:
-            pass
-    return seen
-
-
 def _runner(argv: list[str]) -> None:
     """One measured run: ``--runner CLIENT --kind produce|consume --ca PATH --pids JSON`` and the shared
     loop's own arguments."""
@@ -61,6 +49,7 @@ def _runner(argv: list[str]) -> None:
     sys.path.insert(0, str(BENCH_DIR / "clients"))
     import _rdkafka_consume as consume_loop
     import _rdkafka_style as produce_loop
+    from harness import cpu_seconds
 
     tls = {"security.protocol": "ssl", "ssl.ca.location": mine.ca}
     if mine.runner == "kqactors":
@@ -94,10 +83,10 @@ def _runner(argv: list[str]) -> None:
 
     def ready() -> None:
         consume_loop_ready()
-        marks["go"] = _cpu_of(pids())
+        marks["go"] = cpu_seconds(pids())
 
     def report(*args: Any, **extra: Any) -> None:
-        end = _cpu_of(pids())
+        end = cpu_seconds(pids())
         cpu = {label: round(end[label] - marks["go"].get(label, 0.0), 3) for label in end}
         consume_loop_report(*args, cpu_by_process=cpu, **extra)
 

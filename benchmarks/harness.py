@@ -129,6 +129,18 @@ class TreeSampler:
             return sum(cpu - self._baseline.get(pid, 0.0) for pid, cpu in self._cpu_by_pid.items())
 
 
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """{label: user+system CPU seconds so far} of the labelled processes (gone ones left out)."""
+    seen: dict[str, float] = {}
+    for label, pid in pids.items():
+        try:
+            times = psutil.Process(pid).cpu_times()
+            seen[label] = times.user + times.system
+        except psutil.Error:
+            pass
+    return seen
+
+
 def _pss(process: psutil.Process) -> int:
     """The process's PSS in bytes (psutil reads /proc/<pid>/smaps_rollup), 0 where it cannot be read."""
     try:

@@ -12,6 +12,7 @@ processes: benchmarks/harness.py) and process count, and kqactors/peer ratios.
     python benchmarks/bench_latency.py --repeats 5 --count 30000
     python benchmarks/bench_latency.py --set kqactors.hosts=2 --clients kqactors   # a fixed placement
     python benchmarks/bench_latency.py --tree before=/tmp/base   # + kqactors from another source tree, same run
+    python benchmarks/bench_latency.py --worst   # + when each run's worst latencies came (periodic: a timer)
 
 ``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: kqactors imported from PATH (a checkout of other code, its
 native extensions built), run alternately with the others, so a change is measured before/after under the same
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch-wait-ms", type=int, default=2)
     parser.add_argument("--clients", default="kqactors,confluent-kafka")
     parser.add_argument("--set", action="append", default=[], help="kqactors property name=value")
+    parser.add_argument("--worst", action="store_true",
+                        help="print each run's worst latencies with their send times (s into the run)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
                         help="also run kqactors imported from PATH, as client kqactors-LABEL")
     args = parser.parse_args(argv)
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[#{repeat + 1}] {client:16s} " + "  ".join(f"{f} {result[f]:7.2f}" for f in FIELDS) +
                       f"  received {result['received']}  rss {result['peak_rss_mb']:.0f} pss {result['peak_pss_mb']:.0f} MiB  "
                       f"processes {result['processes']}", file=sys.stderr, flush=True)
+                if args.worst:
+                    print("    worst [s, ms]: " + " ".join(f"{at:.2f}:{ms:.1f}" for at, ms in result["worst"]),
+                          file=sys.stderr, flush=True)
     medians = {client: {f: statistics.median(r[f] for r in rows) for f in (*FIELDS, "peak_rss_mb", "peak_pss_mb", "processes")}
                for client, rows in runs.items()}
     print("| client | p50 ms | p99 ms | p99.9 ms | max ms | peak RSS MiB | peak PSS MiB | processes |")

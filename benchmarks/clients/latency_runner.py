@@ -5,7 +5,8 @@ A producer (linger.ms=0, acks=1) and a consumer (fetch.wait.max.ms as given, ass
 partition) of the same client in this process, one poll loop: ``--count`` messages at ``--rate`` msg/s over the
 topic's partitions, each stamped with time.time_ns() at produce(); latency = stamp → returned by consume().
 After a warm-up (a round trip on every partition). Prints one JSON line: p50/p99/p99.9/max in ms, how many
-came back, and for kqactors the actor hosts the client ended with.
+came back, the worst ones ``[s after the first send, ms]`` (when the spikes came: periodic ones point at a
+timer), and for kqactors the actor hosts the client ended with.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 _STAMP = struct.Struct("<q")
 PARTITION_EOF = -191
+WORST = 20  # the worst latencies reported with their send times
 
 
 def percentile(ordered: list[float], fraction: float) -> float:
@@ -57,8 +59,10 @@ def main() -> None:
     if len(seen) < len(partitions):
         raise SystemExit(f"{args.client}: warm-up messages did not come back from every partition")
     latencies: list[float] = []
+    sent_at: list[float] = []  # s after the first send, of each latency
     interval = 1.0 / args.rate
     started = time.perf_counter()
+    started_ns = time.time_ns()
     next_send = started
     sent = 0
     deadline = started + args.count * interval + 20
@@ -70,21 +74,27 @@ def main() -> None:
             sent += 1
             next_send += interval
             now = time.perf_counter()
-        wait = max(0.0, min(next_send - now, 0.05)) if sent < args.count else 0.05
+        # consume(n, t) returns at n messages or t: once all are sent, short waits, or the last few messages would
+        # wait out a long t and count it as latency (both clients alike).
+        wait = max(0.0, min(next_send - now, 0.05)) if sent < args.count else 0.001
         for msg in consumer.consume(1000, wait):
             arrived = time.time_ns()
             if msg.error() is None:
                 (stamp,) = _STAMP.unpack_from(msg.value())
                 if stamp >= 0:
                     latencies.append((arrived - stamp) / 1e6)
+                    sent_at.append((stamp - started_ns) / 1e9)
     producer.flush(10)
     ordered = sorted(latencies)
+    worst = sorted(zip(latencies, sent_at, strict=True), reverse=True)[:WORST]
     hosts = None
     if args.client == "kqactors":
         hosts = len(producer._rt.host_keys) + len(consumer._rt.host_keys)  # noqa: SLF001 - reported, not used
     print(json.dumps({"received": len(ordered), "sent": sent, "p50_ms": percentile(ordered, 0.5),
                       "p99_ms": percentile(ordered, 0.99), "p999_ms": percentile(ordered, 0.999),
-                      "max_ms": ordered[-1], "actor_hosts": hosts}), flush=True)
+                      "max_ms": ordered[-1], "actor_hosts": hosts,
+                      "worst": [[round(at, 3), round(ms, 2)] for ms, at in sorted(worst, key=lambda w: w[1])]}),
+          flush=True)
     consumer.close()
     close = getattr(producer, "close", None)
     if callable(close):

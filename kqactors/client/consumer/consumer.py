@@ -124,6 +124,9 @@ class Consumer:
         # One thread at a time serves the queue and takes messages (poll()/consume() from many threads).
         self._consume_lock = threading.RLock()
         self._appending: tuple[Op, MessageBatch] | None = None  # the fetched batch being queued, and its op
+        #: messages a Ctrl+C took from a consume()/poll() before it returned them: the next call returns them
+        #: first, each as (topic, partition, version: None for a client event, message)
+        self._carried: deque[tuple[str | None, int, int | None, Message]] = deque()
         self._toppars: dict[Key, _Toppar] = {}
         self._watermarks: dict[Key, tuple[int, int]] = {}
         self._topic_errors: dict[str, int] = {}
@@ -380,24 +383,72 @@ class Consumer:
             if self._group is not None and hasattr(self._group, "on_poll"):
                 self._group.on_poll()  # max.poll.interval.ms bookkeeping
             out: list[Message] = []
-            while True:
-                self._serve_ops(0.0)
-                self._take(limit - len(out), out)
-                if len(out) >= limit:
-                    return out
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return out
-                self._flush_credit()
-                self._serve_ops(min(remaining, _WAIT_SLICE_S))
+            taken: list[tuple[str | None, int, int | None, int]] = []  # where in out each batch's messages start
+            try:
+                if self._carried:
+                    self._take_carried(limit, out, taken)
+                while True:
+                    self._serve_ops(0.0)
+                    self._take(limit - len(out), out, taken)
+                    if len(out) >= limit:
+                        return out
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return out
+                    self._flush_credit()
+                    self._serve_ops(min(remaining, _WAIT_SLICE_S))
+            except KeyboardInterrupt:
+                self._carry(out, taken)
+                raise
         finally:
             lock.release()
 
-    def _take(self, limit: int, out: list[Message]) -> None:
+    def _carry(self, out: list[Message], taken: list[tuple[str | None, int, int | None, int]]) -> None:
+        """Ctrl+C in a consume()/poll() that had taken messages: they were never returned, so they go back in
+        front of the queue (the next call returns them first) and each partition's position goes back to the
+        first of them (a commit meanwhile does not pass messages the app never saw)."""
+        if not out:
+            return
+        carried = [(None, 0, None, msg) for msg in out[:taken[0][3] if taken else len(out)]]
+        rewind: dict[tuple[str, int], tuple[int, Message]] = {}
+        for (topic, partition, version, start), end in zip(taken, [*(t[3] for t in taken[1:]), len(out)],
+                                                           strict=True):
+            for msg in out[start:end]:
+                carried.append((topic, partition, version, msg))
+                if version is not None and msg._error is None:
+                    rewind.setdefault((topic, partition), (version, msg))  # type: ignore[index]
+        self._carried.extendleft(reversed(carried))
+        for (topic, partition), (version, msg) in rewind.items():
+            if self._positions.accepts(topic, partition, version):
+                self._positions.consumed(topic, partition, msg._offset - 1, msg._leader_epoch)
+
+    def _take_carried(self, limit: int, out: list[Message],
+                      taken: list[tuple[str | None, int, int | None, int]]) -> None:
+        """The messages a Ctrl+C left (see _carry) that are still current, in their order, up to ``limit``."""
+        carried = self._carried
+        positions = self._positions
+        while carried and len(out) < limit:
+            topic, partition, version, msg = carried[0]
+            if version is not None and not positions.accepts(topic, partition, version):  # type: ignore[arg-type]
+                carried.popleft()  # seeked, paused or unassigned since: stale
+                continue
+            taken.append((topic, partition, version, len(out)))
+            out.append(msg)
+            carried.popleft()
+            if version is not None and msg._error is None:
+                positions.consumed(topic, partition, msg._offset, msg._leader_epoch)  # type: ignore[arg-type]
+
+    def _take(self, limit: int, out: list[Message], taken: list[tuple[str | None, int, int | None, int]]) -> None:
+        """Up to ``limit`` queued events and messages into ``out``; ``taken`` notes where each batch's messages
+        (and the events) start, so that a Ctrl+C can give them back (_carry). The order of the steps below is what makes that exact: a
+        KeyboardInterrupt comes after a call returns, so the batch's messages are either in ``out`` or still in
+        the batch (rewound) when it lands."""
         events = self._events
-        while events and limit > 0:
-            out.append(events.popleft())
-            limit -= 1
+        if events:
+            taken.append((None, 0, None, len(out)))
+            while events and limit > 0:
+                out.append(events.popleft())
+                limit -= 1
         ready = self._ready
         positions = self._positions
         while ready and limit > 0:
@@ -405,7 +456,16 @@ class Consumer:
             if not positions.accepts(batch.topic, batch.partition, batch.version):
                 ready.popleft()  # seeked, paused or unassigned since it was fetched: stale
                 continue
-            messages, count, used = batch.take(limit)
+            before = len(out)
+            taken.append((batch.topic, batch.partition, batch.version, before))
+            mark = batch.mark()
+            try:
+                messages, count, used = batch.take(limit)
+                out.extend(messages)
+            except KeyboardInterrupt:
+                if len(out) == before:
+                    batch.rewind(mark)  # nothing reached out: the batch keeps its messages
+                raise
             if not len(batch):
                 ready.popleft()
             limit -= len(messages)
@@ -419,7 +479,6 @@ class Consumer:
                 positions.consumed(batch.topic, batch.partition, skipped[0], skipped[1])
             elif last is not None:
                 positions.consumed(batch.topic, batch.partition, last._offset, last._leader_epoch)
-            out.extend(messages)
             self._consumed += count
             credit = self._returner.consumed((batch.topic, batch.partition), batch.version, count, used)
             if credit is not None:
@@ -745,6 +804,7 @@ class Consumer:
             self._closed = True
             self._ready.clear()
             self._events.clear()
+            self._carried.clear()
             self._handle.close()
 
     def __enter__(self) -> Consumer:

@@ -327,6 +327,14 @@ class MessageBatch:
         """Frame bytes of the entries not yet taken (what prefetch credit has not been paid for yet)."""
         return len(self._frame) - self._paid
 
+    def mark(self) -> tuple[int, int, tuple[int, int] | None]:
+        """Where the batch stands (cursor, bytes paid, skipped): ``rewind`` undoes the takes since."""
+        return self._cursor, self._paid, self.skipped
+
+    def rewind(self, mark: tuple[int, int, tuple[int, int] | None]) -> None:
+        """Back to ``mark``: the entries taken since will be taken again (their Messages were never handed out)."""
+        self._cursor, self._paid, self.skipped = mark
+
     def take(self, max_count: int | None = None) -> tuple[list[Message], int, int]:
         """Up to ``max_count`` next entries as Messages, with the message count and frame bytes they used.
 

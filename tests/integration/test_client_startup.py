@@ -69,3 +69,26 @@ def test_a_consumer_used_at_once_is_served_when_its_actors_run(fresh_cluster, un
 def _message(consumer: Consumer):
     message = consumer.poll(0.2)
     return message if message is not None and message.error() is None else None
+
+
+def test_list_topics_while_main_cannot_answer_fails_as_no_broker_was_reached(fresh_cluster):
+    """A metadata call whose answer never comes from main (its host still starting on a loaded machine; here
+    stopped) fails as librdkafka's does when no broker got the request: _TRANSPORT, not a runtime timeout."""
+    import os
+    import signal
+
+    from kqactors import KafkaError, KafkaException
+
+    producer = Producer({"bootstrap.servers": fresh_cluster.bootstrap})
+    rt = producer._rt
+    key = wait_until(lambda: rt.host_of("main"), 30, "main to run")
+    pid = rt.host_pid(key)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(KafkaException) as info:
+            producer.list_topics(timeout=0.2)
+        assert info.value.args[0].code() == KafkaError._TRANSPORT, info.value
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert producer.list_topics(timeout=10).brokers  # answered again once main runs
+    producer.close()

@@ -116,7 +116,10 @@ def request_metadata(runtime: Runtime, topics: list[str] | None, timeout: float,
     try:
         reply = runtime.request("main", request, timeout=max(timeout, 0.001) + 1.0)
     except ActorError as exc:
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"metadata request failed: {exc}")) from None
+        # main did not answer at all: its host is still starting (a call right after the constructor, on a
+        # loaded machine) or restarting, so no broker could have had the request: as main's own "not sent"
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, f"Failed to get metadata: "
+                                        f"{KafkaError(KafkaError._TRANSPORT).str()} ({exc})")) from None
     payload = reply.payload or {}
     code = int(payload.get("error_code") or 0)
     if code:

@@ -140,6 +140,9 @@ class Consumer:
         self._queued_upto: dict[Key, tuple[int, int]] = {}
         #: placement moves done (statistics, tests)
         self.moves_done = 0
+        #: adaptive placement's last events, (time.monotonic(), what): a host started, ran, ctoppars moved and how
+        #: long the app's thread spent moving them (benchmarks' timelines, tests)
+        self.placement_log: deque[tuple[float, str]] = deque(maxlen=64)
         self._group: GroupClient | None = None
         handle.stats_fields = self._stats_fields
         handle.on_actors_down(self._actors_down)
@@ -576,10 +579,12 @@ class Consumer:
         low (kqactors/client/handle/placement.py)."""
         placement = self._placement
         consumed, self._consumed = self._consumed, 0
-        grow = placement.note(consumed)
+        grow = placement.note(consumed, self._backlog)
+        log = self.placement_log
         if self._joining is not None:
             if self._rt.host_ready(self._joining):
                 index = self._rt.host_keys.index(self._joining)
+                log.append((time.monotonic(), f"ready {self._joining}"))
                 self._joining = None
                 placement.grew(index)
                 self._place_all()
@@ -590,18 +595,37 @@ class Consumer:
                 self._logger.log(logging.WARNING, f"kqactors consumer could not start a toppar host: {exc}")
                 return
             self._joining = self._rt.host_keys[index]
+            log.append((time.monotonic(), f"start {self._joining} at {placement.last_rate:.0f} msgs/s"))
         elif placement.retire_due():
             key = self._rt.host_keys[placement.retire()]
             self._place_all(retiring=True)
             self._handle.retire_toppar_host(key)
+            log.append((time.monotonic(), f"retired {key}"))
+
+    def _backlog(self) -> int:
+        """Records known to be there and not consumed yet: each assigned partition's high watermark (from its
+        last Fetch answer) minus the app's position (the log start while that is still a logical offset)."""
+        total = 0
+        watermarks = self._watermarks
+        for part in self._positions.assigned():
+            marks = watermarks.get((part.topic, part.partition))
+            if marks is None:
+                continue
+            low, high = marks
+            start = part.restart_offset if part.restart_offset >= 0 else max(low, 0)
+            total += max(high - start, 0)
+        return total
 
     def _place_all(self, retiring: bool = False) -> None:
         """Move every ctoppar whose place changed (a host joined, or one is ``retiring``: all must leave it)."""
         keys = self._rt.host_keys
+        started, before = time.monotonic(), self.moves_done
         for (topic, partition), toppar in list(self._toppars.items()):
             target = self._placement.host_for(topic, partition)
             if keys[target] != toppar.host:
                 self._move_toppar(topic, partition, toppar, target, retiring)
+        now = time.monotonic()
+        self.placement_log.append((now, f"moved {self.moves_done - before} in {(now - started) * 1000:.0f} ms"))
 
     def _move_toppar(self, topic: str, partition: int, toppar: _Toppar, target: int, force: bool = False) -> None:
         """Stop the ctoppar and start it again, same name, on host ``target``, fetching from the next offset not

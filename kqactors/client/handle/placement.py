@@ -14,7 +14,8 @@ to the core count (``KQACTORS_CPU_COUNT`` in the environment overrides it: tests
 machine). Once the rate has stayed under half the rate at which the last host joined for
 ``kqactors.placement.retire.ms``, that host is retired: its toppars move back (the same hand-over) and its process
 stops, so a burst does not leave idle processes holding memory. A consumer counts the records the app takes
-(consume()/poll()): fetching, and so decoding, follows them once prefetch is full.
+(consume()/poll()): fetching, and so decoding, follows them once prefetch is full. A consumer also passes its
+backlog (``note``): a host joins only for a rate expected to last ``PAYOFF_S``.
 """
 
 from __future__ import annotations

@@ -268,6 +268,9 @@ def run_all(args: argparse.Namespace, broker: RunBroker, clients: list[str]) -> 
                           f"gc {x['gc_ms']:.0f} ms (max {x['gc_max_ms']:.0f}){moves}\n"
                           f"    k msgs per {x['timeline_step_ms']:.0f} ms: "
                           + " ".join(str(round(n / 1000)) for n in x["timeline"]), file=sys.stderr, flush=True)
+                    if x.get("placement_log"):
+                        print("    placement: " + "; ".join(f"{ms} ms {what}" for ms, what in x["placement_log"]),
+                              file=sys.stderr, flush=True)
     return results
 
 

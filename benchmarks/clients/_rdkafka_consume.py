@@ -69,6 +69,8 @@ class Timeline:
         import gc
 
         self.started = started
+        # kqactors' placement log is stamped with time.monotonic(): its events are placed relative to this
+        self.started_mono = time.monotonic() - (time.perf_counter() - started)
         self.consumer = consumer
         self.moves = getattr(consumer, "moves_done", None)  # kqactors: adaptive placement's ctoppar moves
         self.move_times: list[float] = []
@@ -113,6 +115,10 @@ class Timeline:
         if self.moves is not None:
             extra["placement_moves"] = self.moves
             extra["placement_moves_at_ms"] = [round(t * 1000) for t in self.move_times]
+        log = getattr(self.consumer, "placement_log", None)
+        if log:  # kqactors: when a toppar host started, ran, and how long the app's thread spent moving ctoppars
+            extra["placement_log"] = [(round((at - self.started_mono) * 1000), what) for at, what in log
+                                      if at >= self.started_mono]
         return extra
 
 

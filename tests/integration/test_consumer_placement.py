@@ -21,8 +21,10 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from support.waiting import wait_until  # noqa: E402
 
 from kqactors import Consumer  # noqa: E402
+from kqactors.client.consumer import consumer as consumer_module  # noqa: E402
+from kqactors.client.consumer.consumer import CTOPPAR_FACTORY  # noqa: E402
 from kqactors.message import OFFSET_BEGINNING, TopicPartition  # noqa: E402
-from kqactors.ops.consumer import ctoppar_name  # noqa: E402
+from kqactors.ops.consumer import FETCH_START, ctoppar_name  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -134,6 +136,87 @@ def test_consumer_decode_follows_the_rate_and_every_record_comes_once_in_order(m
                        "the retired toppar hosts' processes to exit", sleep=lambda s: feed.take(consumer, 0.05))
         feed.produce(500)  # still fetched, from wherever the ctoppars are now, right after the last one
         wait_until(feed.caught_up, 30, "the last records", sleep=lambda s: feed.take(consumer, 0.1))
+        assert feed.take(consumer, 0.3) == 0, "a record came twice"
+    finally:
+        consumer.close()
+
+
+def _move_all(consumer: Consumer, topic: str, index: int) -> None:
+    """Move every ctoppar of ``topic`` to host ``index`` as adaptive placement does; the app's thread does not wait
+    for the host: each moved ctoppar's ops (its FETCH_START first) are held until it says C_READY."""
+    key = consumer._rt.host_keys[index]
+    for p in range(PARTITIONS):
+        consumer._move_toppar(topic, p, consumer._toppars[(topic, p)], index, force=True)
+    for p in range(PARTITIONS):
+        toppar = consumer._toppars[(topic, p)]
+        assert toppar.host == key and toppar.held and toppar.held[0].type == FETCH_START, toppar.held
+
+
+def test_moves_hold_the_ctoppars_ops_until_they_run_and_every_record_comes_once(mock_cluster_factory, unique_topic,
+                                                                                monkeypatch):
+    """Moved to a toppar host launched a moment before (not even running Python yet), and back to main's host
+    (whose directory still names the host they left: an op that overtook the SPAWN would be routed there):
+    each time the records fetched but not consumed stay queued, the moved ctoppars fetch from the next record
+    not yet queued once they run, and every record comes once, in order."""
+    monkeypatch.setenv("KQACTORS_CPU_COUNT", "4")
+    cluster = mock_cluster_factory(1)
+    cluster.create_topic(unique_topic, PARTITIONS)
+    feed = _Feed(cluster.bootstrap, unique_topic)
+    feed.produce(2_000)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{unique_topic}",
+                         "enable.auto.commit": False, "kqactors.placement.scale.rate": 2_000_000_000})
+    try:
+        consumer.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        wait_until(lambda: min(feed.got) > 0, 30, "a record of every partition",
+                   sleep=lambda s: feed.take(consumer, 0.1, count=50))
+        index = consumer._handle.add_toppar_host([CTOPPAR_FACTORY])
+        key = consumer._rt.host_keys[index]
+        _move_all(consumer, unique_topic, index)
+        assert consumer.moves_done == PARTITIONS
+        wait_until(lambda: not consumer._moving, 60, "the moved ctoppars to run",
+                   sleep=lambda s: feed.take(consumer, count=50))
+        assert _hosts_of(consumer, unique_topic) == {key}
+        feed.produce(1_000)  # fetched by the moved ctoppars
+        wait_until(lambda: min(g - s for g, s in zip(feed.got, feed.sent, strict=True)) > -800, 30,
+                   "records fetched on the new host", sleep=lambda s: feed.take(consumer, 0.1, count=50))
+        _move_all(consumer, unique_topic, 0)  # back, while records are queued
+        wait_until(lambda: not consumer._moving, 60, "the ctoppars back on the main host",
+                   sleep=lambda s: feed.take(consumer, count=50))
+        assert _hosts_of(consumer, unique_topic) == {"h0"}
+        feed.produce(500)  # fetched from the main host again, right after the last one
+        wait_until(feed.caught_up, 60, "every record", sleep=lambda s: feed.take(consumer))
+        assert feed.take(consumer, 0.3) == 0, "a record came twice"
+    finally:
+        consumer.close()
+
+
+def test_a_moved_ctoppar_that_never_runs_is_started_on_the_main_host(mock_cluster_factory, unique_topic, monkeypatch):
+    """A move whose SPAWN fails on the new host (no answer is waited for, so nothing raises) leaves the ctoppar's
+    ops held; once ``_MOVE_WAIT_S`` passes without its C_READY it is started on main's host, waiting for the
+    answer there, and fetching goes on from the next record not yet queued."""
+    monkeypatch.setenv("KQACTORS_CPU_COUNT", "4")
+    monkeypatch.setattr(consumer_module, "_MOVE_WAIT_S", 1.0)
+    cluster = mock_cluster_factory(1)
+    cluster.create_topic(unique_topic, PARTITIONS)
+    feed = _Feed(cluster.bootstrap, unique_topic)
+    feed.produce(1_000)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{unique_topic}",
+                         "enable.auto.commit": False, "kqactors.placement.scale.rate": 2_000_000_000})
+    try:
+        consumer.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        wait_until(lambda: min(feed.got) > 0, 30, "a record of every partition",
+                   sleep=lambda s: feed.take(consumer, 0.1, count=50))
+        index = consumer._handle.add_toppar_host([CTOPPAR_FACTORY])
+        good = consumer._toppar_args
+        consumer._toppar_args = {**good, "partition": "not a partition"}  # the actor's constructor fails there
+        toppar = consumer._toppars[(unique_topic, 0)]
+        consumer._move_toppar(unique_topic, 0, toppar, index)
+        consumer._toppar_args = good
+        assert toppar.held, "the move waited for the host"
+        feed.produce(500)
+        wait_until(feed.caught_up, 60, "every record, partition 0's after its fallback to the main host",
+                   sleep=lambda s: feed.take(consumer))
+        assert toppar.held is None and consumer._rt.host_of(toppar.name) == "h0"
         assert feed.take(consumer, 0.3) == 0, "a record came twice"
     finally:
         consumer.close()

@@ -55,6 +55,9 @@ MAIN_FACTORY = "kqactors.actors.consumer_main:ConsumerMainActor"
 CTOPPAR_FACTORY = "kqactors.actors.ctoppar:ConsumerTopparActor"
 _WAIT_SLICE_S = 0.1          # longest uninterrupted wait: keeps Ctrl+C prompt
 _MAX_CONSUME = 1_000_000
+#: a moved ctoppar that has not said C_READY this long after its SPAWN was sent (its host failed to create it) is
+#: started on main's host instead, waiting for the answer there
+_MOVE_WAIT_S = 30.0
 _LOGICAL_OFFSETS = (OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, OFFSET_INVALID)
 
 Key = tuple[str, int]
@@ -84,7 +87,7 @@ def _check_offset(offset: int, what: str) -> int:
 class _Toppar:
     """App-side handle of one spawned consumer toppar actor."""
 
-    __slots__ = ("name", "host", "incarnation", "restarts")
+    __slots__ = ("name", "host", "incarnation", "restarts", "held", "moved_at")
 
     def __init__(self, name: str, host: str, restarts: int) -> None:
         self.name = name
@@ -92,6 +95,9 @@ class _Toppar:
         #: the actor's own id of its current life (from C_READY); a new one means it was restarted
         self.incarnation: str | None = None
         self.restarts = restarts
+        #: moving (spawned elsewhere without waiting for the answer): the ops for it, sent once it says C_READY
+        self.held: list[Op] | None = None
+        self.moved_at = 0.0
 
 
 def whole_ms(seconds: float) -> float:
@@ -128,6 +134,7 @@ class Consumer:
         #: first, each as (topic, partition, version: None for a client event, message)
         self._carried: deque[tuple[str | None, int, int | None, Message]] = deque()
         self._toppars: dict[Key, _Toppar] = {}
+        self._moving: dict[str, _Toppar] = {}  # by name: the ctoppars spawned on another host, not ready yet
         self._watermarks: dict[Key, tuple[int, int]] = {}
         self._topic_errors: dict[str, int] = {}
         self._unsent: dict[tuple[str, str], Op] = {}
@@ -143,6 +150,9 @@ class Consumer:
         self._queued_upto: dict[Key, tuple[int, int]] = {}
         #: placement moves done (statistics, tests)
         self.moves_done = 0
+        #: adaptive placement's last events, (time.monotonic(), what): a host started, ran, ctoppars moved and how
+        #: long the app's thread spent moving them (benchmarks' timelines, tests)
+        self.placement_log: deque[tuple[float, str]] = deque(maxlen=64)
         self._group: GroupClient | None = None
         handle.stats_fields = self._stats_fields
         handle.on_actors_down(self._actors_down)
@@ -285,6 +295,18 @@ class Consumer:
         (the latest op per toppar and type wins: each carries the full state)."""
         if not items:
             return
+        moving = self._moving
+        if moving:  # held until the moved actor runs: see _move_toppar
+            sending = []
+            for name, op in items:
+                toppar = moving.get(name)
+                if toppar is not None and toppar.held is not None:
+                    toppar.held.append(op)
+                else:
+                    sending.append((name, op))
+            if not sending:
+                return
+            items = sending
         try:
             self._rt.send_many(items)
             return
@@ -600,10 +622,42 @@ class Consumer:
         toppar = self._toppars.get((topic, partition))
         if toppar is None:
             return
+        if toppar.held is not None:
+            if not self._runs_on_its_host(toppar, incarnation):
+                return  # the life before the move, whose notice came late
+            self._moved(toppar, incarnation)
+            return
         previous, toppar.incarnation = toppar.incarnation, incarnation
         if previous is None or previous == incarnation:
             return  # its first life (started by assign), or a repeated notice
         self._restart_toppar(toppar, topic, partition)
+
+    def _runs_on_its_host(self, toppar: _Toppar, incarnation: str | None) -> bool:
+        """Whether a C_READY's ``incarnation`` (``<pid>-<ns>``) is of an actor on the host the toppar was moved to."""
+        pid = self._rt.host_pid(toppar.host)
+        if pid is None or not incarnation:
+            return True  # in-process transport: one process
+        return incarnation.split("-", 1)[0] == str(pid)
+
+    def _moved(self, toppar: _Toppar, incarnation: str | None) -> None:
+        """A moved ctoppar runs on its new host: what was held for it goes now (FETCH_START first)."""
+        held, toppar.held = toppar.held or [], None
+        toppar.incarnation = incarnation
+        self._moving.pop(toppar.name, None)
+        self._send_many([(toppar.name, op) for op in held])
+        if not self._moving:
+            waited = (time.monotonic() - toppar.moved_at) * 1000
+            self.placement_log.append((time.monotonic(), f"moved ctoppars ready ({waited:.0f} ms after the last move)"))
+
+    def _check_moves(self) -> None:
+        """A moved ctoppar that never said C_READY (its host could not create it): start it on main's host."""
+        now = time.monotonic()
+        for (topic, partition), toppar in list(self._toppars.items()):
+            if toppar.held is None or now - toppar.moved_at < _MOVE_WAIT_S:
+                continue
+            self._logger.log(logging.WARNING, f"kqactors consumer: {toppar.name} did not start on {toppar.host} "
+                                              f"within {_MOVE_WAIT_S:.0f} s; starting it on the main host")
+            self._move_toppar(topic, partition, toppar, 0, force=True, wait=True)
 
     def _restart_toppar(self, toppar: _Toppar, topic: str, partition: int) -> None:
         part = self._positions.get(topic, partition)
@@ -635,10 +689,14 @@ class Consumer:
         low (kqactors/client/handle/placement.py)."""
         placement = self._placement
         consumed, self._consumed = self._consumed, 0
-        grow = placement.note(consumed)
+        if self._moving:
+            self._check_moves()
+        grow = placement.note(consumed, self._backlog)
+        log = self.placement_log
         if self._joining is not None:
             if self._rt.host_ready(self._joining):
                 index = self._rt.host_keys.index(self._joining)
+                log.append((time.monotonic(), f"ready {self._joining}"))
                 self._joining = None
                 placement.grew(index)
                 self._place_all()
@@ -649,27 +707,54 @@ class Consumer:
                 self._logger.log(logging.WARNING, f"kqactors consumer could not start a toppar host: {exc}")
                 return
             self._joining = self._rt.host_keys[index]
+            log.append((time.monotonic(), f"start {self._joining} at {placement.last_rate:.0f} msgs/s"))
         elif placement.retire_due():
             key = self._rt.host_keys[placement.retire()]
             self._place_all(retiring=True)
             self._handle.retire_toppar_host(key)
+            log.append((time.monotonic(), f"retired {key}"))
+
+    def _backlog(self) -> int:
+        """Records known to be there and not consumed yet: each assigned partition's high watermark (from its
+        last Fetch answer) minus the app's position (the log start while that is still a logical offset)."""
+        total = 0
+        watermarks = self._watermarks
+        for part in self._positions.assigned():
+            marks = watermarks.get((part.topic, part.partition))
+            if marks is None:
+                continue
+            low, high = marks
+            start = part.restart_offset if part.restart_offset >= 0 else max(low, 0)
+            total += max(high - start, 0)
+        return total
 
     def _place_all(self, retiring: bool = False) -> None:
         """Move every ctoppar whose place changed (a host joined, or one is ``retiring``: all must leave it)."""
         keys = self._rt.host_keys
+        started, before = time.monotonic(), self.moves_done
         for (topic, partition), toppar in list(self._toppars.items()):
             target = self._placement.host_for(topic, partition)
             if keys[target] != toppar.host:
                 self._move_toppar(topic, partition, toppar, target, retiring)
+        now = time.monotonic()
+        self.placement_log.append((now, f"moved {self.moves_done - before} in {(now - started) * 1000:.0f} ms"))
 
-    def _move_toppar(self, topic: str, partition: int, toppar: _Toppar, target: int, force: bool = False) -> None:
+    def _move_toppar(self, topic: str, partition: int, toppar: _Toppar, target: int, force: bool = False,
+                     wait: bool = False) -> None:
         """Stop the ctoppar and start it again, same name, on host ``target``, fetching from the next offset not
         yet queued for the app. The partition gets a new version: the old one's fetches still in flight are
         dropped on arrival, while the batches already queued are carried over to the new version (they come
         before what the new one fetches; the prefetch credit they return goes to the new one, which may then
         prefetch at most one queue's worth more, once). Its position (consumed, stored) does not change. A
         partition that has fetched nothing yet from a logical offset waits for a later move unless ``force``d
-        (its host retires): it then starts again from the logical offset."""
+        (its host retires): it then starts again from the logical offset.
+
+        The app's thread does not wait for the new host's answer (a host just started answers its first SPAWN
+        only after importing the decode pipeline: 100-300 ms of a loaded machine per move, with no message
+        taken meanwhile); what is queued keeps being consumed. The ops for the moved actor (its FETCH_START,
+        credit) are held until its C_READY (``_moved``): sent earlier, they could overtake the SPAWN, which
+        travels on the control channel, and the host would route them by the name's old place. ``wait``:
+        wait for the answer (the fallback of a move that never became ready)."""
         key = (topic, partition)
         part = self._positions.get(topic, partition)
         resume = OFFSET_INVALID
@@ -686,11 +771,21 @@ class Consumer:
             pass  # its host died: as a restart
         args = {"topic": topic, "partition": partition, **self._toppar_args}
         try:
-            host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=target)
+            host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=target, wait=wait)
         except (ActorError, ValueError) as exc:
             self._logger.log(logging.WARNING, f"kqactors consumer could not move {toppar.name}: {exc}")
             host_key = self._rt.spawn(toppar.name, CTOPPAR_FACTORY, args, host=0)  # main's host is always there
+            wait = True
         toppar.host, toppar.restarts, toppar.incarnation = host_key, self._rt.host_restarts(host_key), None
+        toppar.moved_at = time.monotonic()
+        if wait:  # it runs: what was held for it goes now, and the FETCH_START below too
+            held, toppar.held = toppar.held, None
+            self._moving.pop(toppar.name, None)
+            if held:
+                self._send_many([(toppar.name, op) for op in held])
+        elif toppar.held is None:
+            toppar.held = []
+            self._moving[toppar.name] = toppar
         self._main_state.toppar_spawned(topic, partition, toppar.name)
         self.moves_done += 1
         if part is None:

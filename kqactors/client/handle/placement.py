@@ -14,7 +14,8 @@ to the core count (``KQACTORS_CPU_COUNT`` in the environment overrides it: tests
 machine). Once the rate has stayed under half the rate at which the last host joined for
 ``kqactors.placement.retire.ms``, that host is retired: its toppars move back (the same hand-over) and its process
 stops, so a burst does not leave idle processes holding memory. A consumer counts the records the app takes
-(consume()/poll()): fetching, and so decoding, follows them once prefetch is full.
+(consume()/poll()): fetching, and so decoding, follows them once prefetch is full. A consumer also passes its
+backlog (``note``): a host joins only for a rate expected to last ``PAYOFF_S``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ WINDOW_S = 0.5
 """The rate is measured over windows this long."""
 SETTLE_S = 2.0
 """After a host joins, the rate is not judged again for this long (its toppars are moving)."""
+PAYOFF_S = 2.0
+"""A host joins only for a rate expected to last this long: starting one costs a few hundred ms of a core and
+each move a pause, so a backlog the current hosts drain sooner is read where it is (see ``note``)."""
 
 
 def core_count() -> int:
@@ -79,6 +83,8 @@ class AdaptivePlacement:
         self._window_count = 0
         self._settle_until = 0.0
         self._low_since: float | None = None
+        self._busy_since: float | None = None  # since when each window's rate called for one more host
+        self._busy_windows = 0  # how many windows in a row
         #: the last window's rate, messages/s (statistics, tests)
         self.last_rate = 0.0
 
@@ -92,14 +98,30 @@ class AdaptivePlacement:
         slot = fixed_host_for(topic, partition, len(self.hosts))
         return self.hosts[slot - 1] if slot else 0
 
-    def note(self, count: int) -> bool:
+    def note(self, count: int, backlog: Callable[[], int] | None = None) -> bool:
         """``count`` messages were handed over (or consumed) now. True when another toppar host should join
-        (the caller then calls ``grew``)."""
+        (the caller then calls ``grew``).
+
+        ``backlog`` (a consumer's: the records known to be there and not consumed yet, its partitions' high
+        watermarks minus its positions) is asked only when the rate has called for a host two windows in a row
+        (the first may include the wait for the first records): the host joins if that rate has lasted
+        ``PAYOFF_S`` already (a stream) or the backlog holds ``PAYOFF_S`` of it. A burst the current hosts read
+        sooner ends before a move pays off: a host's start (a few hundred ms of a core, on the cores the
+        client uses) and the moves cost more than it saves. Without ``backlog`` (the producer) the rate alone
+        decides, from one window."""
         self._window_count += count
         now = self.clock()
-        if not self._close_window(now) or len(self.hosts) >= self.max_hosts or now < self._settle_until:
+        if not self._close_window(now):
             return False
-        return self.last_rate > self.rate * (len(self.hosts) + 1)
+        if not self._busy_windows:
+            return False
+        if len(self.hosts) >= self.max_hosts or now < self._settle_until:
+            return False
+        if backlog is None:
+            return True
+        if self._busy_windows < 2:
+            return False  # the first busy window may hold the time before any record came: its rate is too low
+        return now - self._busy_since >= PAYOFF_S or backlog() >= self.last_rate * PAYOFF_S
 
     def retire_due(self) -> bool:
         """Called now and then, also when nothing flows: True when the last host to join should be retired
@@ -115,6 +137,12 @@ class AdaptivePlacement:
         if elapsed < WINDOW_S:
             return False
         self.last_rate = self._window_count / elapsed
+        if self.last_rate > self.rate * (len(self.hosts) + 1):  # calls for one more host
+            if self._busy_since is None:
+                self._busy_since = self._window_start
+            self._busy_windows += 1
+        else:
+            self._busy_since, self._busy_windows = None, 0
         self._window_start = now
         self._window_count = 0
         if self.last_rate * 2 < self.rate * len(self.hosts):
@@ -130,6 +158,7 @@ class AdaptivePlacement:
         self.hosts.append(len(self.hosts) + 1 if index is None else index)
         self._settle_until = self.clock() + SETTLE_S
         self._low_since = None
+        self._busy_since, self._busy_windows = None, 0  # one host more: the next must pay off at the new threshold
 
     def retire(self) -> int:
         """The last host to join leaves the placement (its toppars belong elsewhere from now on); returns its

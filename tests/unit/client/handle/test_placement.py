@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 from support.clock import FakeClock
 
-from kqactors.client.handle.placement import SETTLE_S, WINDOW_S, AdaptivePlacement, core_count, fixed_host_for
+from kqactors.client.handle.placement import (
+    PAYOFF_S,
+    SETTLE_S,
+    WINDOW_S,
+    AdaptivePlacement,
+    core_count,
+    fixed_host_for,
+)
 
 
 def _run(placement: AdaptivePlacement, clock: FakeClock, rate: float, seconds: float) -> int:
@@ -83,3 +90,64 @@ def test_retire_s_zero_keeps_the_hosts() -> None:
     assert _idle(placement, clock, 0, 120) == 0 and placement.hosts == [1]
     with pytest.raises(ValueError):
         AdaptivePlacement(max_hosts=2, rate=10, retire_s=-1)
+
+
+def _consume(placement: AdaptivePlacement, clock: FakeClock, rate: float, seconds: float,
+             backlog: list[int]) -> list[float]:
+    """A consumer taking ``rate`` records/s in 10 ms steps for ``seconds`` from ``backlog[0]`` records known to be
+    there (each step consumes from it; it never goes below 0): the times a join was asked for (each done at once)."""
+    joins = []
+    started = clock()
+    for _ in range(int(seconds / 0.01)):
+        clock.advance(0.01)
+        taken = min(int(rate * 0.01), backlog[0])
+        backlog[0] -= taken
+        if placement.note(taken, lambda: backlog[0]):
+            joins.append(round(clock() - started, 2))
+            placement.grew()
+    return joins
+
+
+def test_a_consumer_reads_a_burst_that_ends_before_a_host_pays_off_where_it_is() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    # 1M records at 1M/s: over in 1 s, less than PAYOFF_S; the producer's rule alone would start a host at 0.5 s.
+    assert _consume(placement, clock, 1_000_000, 1.5, [1_000_000]) == []
+    assert placement.toppar_hosts == 0
+    producer = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    assert _run(producer, clock, 1_000_000, 1.0) == 1
+
+
+def test_a_consumer_with_a_long_backlog_gets_a_host_after_two_busy_windows() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    backlog = [10_000_000]  # 10 s at 1M/s
+    joins = _consume(placement, clock, 1_000_000, 1.2, backlog)
+    assert len(joins) == 1 and 2 * WINDOW_S <= joins[0] < 3 * WINDOW_S, joins
+
+
+def test_a_consumer_keeping_up_with_a_stream_gets_a_host_once_the_rate_has_lasted() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    started = clock()
+    asked: list[float] = []
+    joins: list[float] = []
+    for _ in range(int((PAYOFF_S + 3 * WINDOW_S) / 0.01)):  # 50k/s, never more than 100 records waiting: no backlog to speak of
+        clock.advance(0.01)
+        if placement.note(500, lambda: asked.append(clock() - started) or 100):
+            joins.append(clock() - started)
+            placement.grew()
+    assert len(joins) == 1 and PAYOFF_S <= joins[0] < PAYOFF_S + 2 * WINDOW_S, joins
+    assert asked and all(at < joins[0] for at in asked)  # the small backlog held it off until then
+
+
+def test_the_backlog_is_not_asked_while_the_rate_is_low() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+
+    def backlog() -> int:
+        raise AssertionError("asked for the backlog at a rate that calls for no host")
+
+    for _ in range(500):
+        clock.advance(0.01)
+        assert not placement.note(5, backlog)  # 500/s

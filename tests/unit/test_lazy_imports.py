@@ -7,11 +7,15 @@ cannot go stale unnoticed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+import kqactors
+from kqactors.runtime.host_launch import host_interpreter
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,24 +55,31 @@ _PROTOCOL = ["kqactors.protocol.generated.fetch", "kqactors.protocol.generated.l
 _CODECS = ["cramjam", "lz4", "lz4.frame", "zstandard"]
 _HEAVY = ["crc32c", "importlib.metadata", "email", "kqactors.config.properties", "kqactors.config.config",
           "encodings.idna"]
+# the app's run-dir helpers (transport_zmq imports them where used); checked only where a host starts without
+# site, whose .pth hooks may load them
+_APP_SIDE = ["shutil", "tempfile", "bz2", "lzma"]
 
 
-def _host_modules(config: dict) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", _PLAIN_PRODUCER_HOST, json.dumps(config)], capture_output=True,
-                          text=True, timeout=90)
+def _host_modules(config: dict) -> tuple[set[str], bool]:
+    # started as the supervisor starts a host (host_launch.py: without site where it can)
+    options, env = host_interpreter(os.path.dirname(os.path.dirname(os.path.abspath(kqactors.__file__))),
+                                    os.environ)
+    done = subprocess.run([sys.executable, *options, "-c", _PLAIN_PRODUCER_HOST, json.dumps(config)],
+                          capture_output=True, text=True, timeout=90, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    return set(json.loads(done.stdout.strip().splitlines()[-1])), options == ["-S"]
 
 
 def test_a_plaintext_producers_main_host_loads_only_what_it_uses() -> None:
-    modules = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "plaintext"})
+    modules, without_site = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "plaintext"})
     assert "kqactors.records.batch_v2" in modules and "kqactors.core.connection" in modules  # the probe ran
-    loaded = [name for name in _SECURITY + _CONSUMER + _TRANSACTIONS + _PROTOCOL + _CODECS + _HEAVY if name in modules]
+    loaded = [name for name in _SECURITY + _CONSUMER + _TRANSACTIONS + _PROTOCOL + _CODECS + _HEAVY
+              + (_APP_SIDE if without_site else []) if name in modules]
     assert not loaded, f"loaded at start-up though a plain producer does not use them: {loaded}"
 
 
 def test_the_configuration_that_needs_them_loads_them() -> None:
-    modules = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "sasl_ssl",
+    modules, _ = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "sasl_ssl",
                              "sasl.mechanisms": "PLAIN", "sasl.username": "u", "sasl.password": "p",
                              "compression.codec": "zstd"})
     wanted = ["ssl", "kqactors.core.tls", "kqactors.core.sasl.steps", "kqactors.actors.broker.tls_transport",

@@ -1,11 +1,5 @@
 """Runs in: the app process (the supervisor's launcher thread). Owns how a host's interpreter is started: the
-interpreter options, the command that runs ``kqactors.runtime.host_process`` and the host's PYTHONPATH.
-
-The command is ``-c`` with a two-line launcher rather than ``-m``: it turns the cyclic GC off before the first
-import (``-m`` would import the kqactors package first), then runs the module as ``-m`` would. Every object a
-host's imports create lives as long as the host, so the ~40 collections they triggered only walked a growing
-heap; ``host_process`` turns the GC back on, with the start-up objects frozen, once the host has settled. The
-module's name stays a word of its own on the command line (``ps``, profiling hooks, the start-up breakdown).
+interpreter options before ``-m kqactors.runtime.host_process`` and the host's PYTHONPATH.
 
 A host starts with ``-S`` (no ``site`` module) and the app's import path as its PYTHONPATH when that gives it
 the same modules: ``site`` reads every .pth file of every site directory at each interpreter start and runs
@@ -30,10 +24,6 @@ from collections.abc import Mapping
 _KNOWN_HOOK_MODULES = ("_frozen_importlib", "_frozen_importlib_external", "_distutils_hack",
                        "_pytest.assertion.rewrite")
 _KQACTORS_EDITABLE_FINDER = "__editable___kqactors_"
-HOST_MODULE = "kqactors.runtime.host_process"
-# the module comes as the launcher's first argument; run_module makes sys.argv what ``-m`` would
-_LAUNCHER = ("import gc; gc.disable()\n"
-             "import runpy, sys; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
 
 
 def _app_start_only_added_paths(env: Mapping[str, str]) -> bool:
@@ -59,9 +49,3 @@ def host_interpreter(package_root: str, env: Mapping[str, str]) -> tuple[list[st
     app_path = sys.path if getattr(sys.flags, "safe_path", False) else sys.path[1:]
     host_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([package_root, *(p for p in app_path if p)]))
     return ["-S"], host_env
-
-
-def host_command(options: list[str]) -> list[str]:
-    """The interpreter's arguments that start a host, before the host's own (``--key`` ...): ``options`` (from
-    ``host_interpreter``), then the launcher that runs ``HOST_MODULE`` with the GC off during its imports."""
-    return [*options, "-c", _LAUNCHER, HOST_MODULE]

@@ -1,5 +1,5 @@
-"""Runs in: a host process, started by the supervisor as this module's ``__main__`` (host_launch.py's command,
-or ``python -m kqactors.runtime.host_process``). Owns the host's poll loop: the zmq inbox plus actor-owned file descriptors, timers, and the watch on the
+"""Runs in: a host process, started by the supervisor as ``python -m kqactors.runtime.host_process``.
+Owns the host's poll loop: the zmq inbox plus actor-owned file descriptors, timers, and the watch on the
 app process so a host never outlives its app.
 
 Three watches, because each alone has a gap: PR_SET_PDEATHSIG (instant, Linux only), a lifeline pipe on
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import gc
 import logging
 import math
 import os
@@ -40,7 +39,6 @@ PARENT_CHECK_INTERVAL = 0.25  # seconds between parent-pid polls (the PDEATHSIG 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE_WAIT_S = 2.0  # after a SIGTERM, how long to wait for the app to finish dying
 TRIM_INTERVAL_S = 30.0  # at most this often, a host about to wait hands freed heap pages back (see below)
-GC_SETTLE_LIMIT_S = 5.0  # a host with no actor yet turns its GC on this long after start anyway (StartupGc)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -128,30 +126,6 @@ class AllocatorTrim:
         self._next = self.clock() + self.interval
 
 
-class StartupGc:
-    """Turns the cyclic GC on once the host has settled, with every object allocated until then frozen.
-
-    The launcher (host_launch.py) starts a host with the GC off: what a host's start allocates is mostly
-    module, class and function objects that live as long as the host, and the ~40 collections they triggered
-    only walked that growing heap, some ms of CPU on the path to the first delivery report. Frozen
-    (``gc.freeze``: moved to the permanent generation), no later full collection walks them again either.
-    Settled means: the loop is about to wait and an actor runs here (its SPAWN imported its modules), or
-    ``limit`` seconds have passed. Started by hand with the GC on, the freeze still applies."""
-
-    def __init__(self, core: HostCore, limit: float = GC_SETTLE_LIMIT_S, clock=time.monotonic) -> None:
-        self.core = core
-        self.clock = clock
-        self.deadline = clock() + limit
-        self.settled = False
-
-    def before_wait(self) -> None:
-        if self.settled or (not self.core.actors and self.clock() < self.deadline):
-            return
-        self.settled = True
-        gc.freeze()
-        gc.enable()
-
-
 def _poll_all(ready: list, inbox: ZmqInbox, core: HostCore, key: str) -> None:
     """Handle what zmq_poll reported when actors registered file descriptors next to the inbox."""
     pollin, pollout = int(zmq.POLLIN), int(zmq.POLLOUT)
@@ -226,7 +200,6 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
     check_interval_ms = int(PARENT_CHECK_INTERVAL * 1000)
     deliver = core.deliver
     trim = AllocatorTrim()
-    startup_gc = StartupGc(core)
     try:
         while not core.terminated:
             rest = 0.0  # a wait shorter than a millisecond, done precisely (libzmq counts whole ms)
@@ -240,7 +213,6 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
                     timeout_ms = check_interval_ms
                 if timeout_ms:
                     trim.before_wait()
-                    startup_gc.before_wait()
             if len(poll_items) == 1:  # the inbox alone: one bounded recv, no zmq_poll
                 try:
                     if rest and not inbox.wait_readable(rest):

@@ -1,7 +1,7 @@
 """Runs in: the app process. Owns the host processes: launching them, the watcher thread that notices a
 death at once (pidfd, else polling), and the supervisor's control socket pair (PULL ``sup`` + PUSH).
 
-Start method: each host is a fresh interpreter running ``kqactors.runtime.host_process`` (host_launch.py) launched with
+Start method: each host is a fresh interpreter (``python -m kqactors.runtime.host_process``) launched with
 subprocess, i.e. the "spawn" model without multiprocessing: it is safe in apps that run threads (no fork
 of a threaded process), never re-imports the app's ``__main__`` and starts no resource-tracker process.
 Hosts are launched from the long-lived watcher thread because Linux's PR_SET_PDEATHSIG fires when the
@@ -27,7 +27,7 @@ import zmq
 import kqactors
 
 from .host import READY, SUPERVISOR_KEY
-from .host_launch import host_command, host_interpreter
+from .host_launch import host_interpreter
 from .op import REPLY, SUPERVISOR, TERMINATE, ActorError, ErrorCode, Op
 from .transport_zmq import ZmqInbox, ZmqOutbox
 
@@ -74,7 +74,7 @@ class ZmqControl:
     # -- launching (on the watcher thread) -------------------------------------------------------------
     def _launch(self, key: str) -> subprocess.Popen:
         options, env = host_interpreter(_package_root(), os.environ)  # -S when safe: host_launch.py
-        cmd = [sys.executable, *host_command(options), "--key", key, "--run-dir", self._run_dir,
+        cmd = [sys.executable, *options, "-m", "kqactors.runtime.host_process", "--key", key, "--run-dir", self._run_dir,
                "--parent-pid", str(os.getpid()), "--log-level", self._log_level]
         if key in self._launched:
             cmd.append("--restarted")

@@ -1,10 +1,9 @@
 """Runs in: pytest. How a host's interpreter is started (kqactors/runtime/host_launch.py): without ``site`` and
-with the app's import path when the app's start only added paths, with ``site`` as before otherwise; a host
-started the first way imports what a host needs; and the launcher runs the host module with the GC off."""
+with the app's import path when the app's start only added paths, with ``site`` as before otherwise; and a host
+started the first way imports what a host needs."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import sys
 import pytest
 
 import kqactors
-from kqactors.runtime.host_launch import HOST_MODULE, host_command, host_interpreter
+from kqactors.runtime.host_launch import host_interpreter
 
 ROOT = "/the/package/root"
 
@@ -62,23 +61,3 @@ def test_a_host_started_without_site_imports_its_modules() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     no_site, package = done.stdout.split()
     assert no_site == "1" and package.startswith(root)
-
-
-def test_the_launcher_runs_the_module_as_main_with_the_gc_off(tmp_path) -> None:
-    """host_command's launcher: the GC is off before the module's package is imported, and the module runs as
-    ``-m`` would run it (``__main__``, sys.argv[1:] its own arguments, its name a word of the command line)."""
-    package = tmp_path / "probepkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("import gc\nGC_AT_PACKAGE_IMPORT = gc.isenabled()\n")
-    (package / "entry.py").write_text(
-        "import gc, json, sys\nimport probepkg\n"
-        "print(json.dumps([__name__, sys.argv[1:], probepkg.GC_AT_PACKAGE_IMPORT, gc.isenabled(), sys.argv[0]]))\n")
-    command = host_command(["-S"])
-    assert command[:2] == ["-S", "-c"] and command[-1] == HOST_MODULE
-    done = subprocess.run([sys.executable, *command[:-1], "probepkg.entry", "--key", "h1"], capture_output=True,
-                          text=True, timeout=60, cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(tmp_path)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    name, args, gc_at_package, gc_in_module, argv0 = json.loads(done.stdout)
-    assert name == "__main__" and args == ["--key", "h1"]
-    assert gc_at_package is False and gc_in_module is False
-    assert argv0.endswith(os.path.join("probepkg", "entry.py"))

@@ -54,7 +54,7 @@ _PROTOCOL = ["kqactors.protocol.generated.fetch", "kqactors.protocol.generated.l
              "kqactors.protocol.generated.sasl_handshake"]
 _CODECS = ["cramjam", "lz4", "lz4.frame", "zstandard"]
 _HEAVY = ["crc32c", "importlib.metadata", "email", "kqactors.config.properties", "kqactors.config.config",
-          "encodings.idna"]
+          "encodings.idna", "argparse", "gettext"]
 # the app's run-dir helpers (transport_zmq imports them where used); checked only where a host starts without
 # site, whose .pth hooks may load them
 _APP_SIDE = ["shutil", "tempfile", "bz2", "lzma"]

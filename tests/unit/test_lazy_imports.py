@@ -54,7 +54,9 @@ _PROTOCOL = ["kqactors.protocol.generated.fetch", "kqactors.protocol.generated.l
              "kqactors.protocol.generated.sasl_handshake"]
 _CODECS = ["cramjam", "lz4", "lz4.frame", "zstandard"]
 _HEAVY = ["crc32c", "importlib.metadata", "email", "kqactors.config.properties", "kqactors.config.config",
-          "encodings.idna", "argparse", "gettext"]
+          "encodings.idna", "argparse", "gettext",
+          # the package's app-side names (kqactors/__init__.py loads each at first use)
+          "kqactors.partitioner", "kqactors._model", "kqactors.serialization", "kqactors.error"]
 # the app's run-dir helpers (transport_zmq imports them where used); checked only where a host starts without
 # site, whose .pth hooks may load them
 _APP_SIDE = ["shutil", "tempfile", "bz2", "lzma"]
@@ -97,6 +99,22 @@ def test_records_names_still_resolve_from_the_package() -> None:
         assert getattr(records, name) is not None
     with pytest.raises(AttributeError):
         records.no_such_name  # noqa: B018
+
+
+def test_the_packages_names_still_resolve() -> None:
+    """``kqactors`` loads its public names lazily too: each resolves, aliases and submodules included."""
+    import kqactors
+    import kqactors.error
+    import kqactors.partitioner
+
+    for name in kqactors.__all__:
+        assert getattr(kqactors, name) is not None, name
+    assert kqactors.murmur2 is kqactors.partitioner.murmur2_partition
+    assert kqactors.consistent is kqactors.partitioner.consistent_partition
+    assert kqactors.error is sys.modules["kqactors.error"]
+    assert set(kqactors.__all__) <= set(dir(kqactors))
+    with pytest.raises(AttributeError):
+        kqactors.no_such_name  # noqa: B018
 
 
 def test_the_crc_is_crc32c() -> None:

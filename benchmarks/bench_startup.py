@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run kqactors imported from PATH, as client kqactors-LABEL")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
                         help="N traced kqactors producer runs: where the first delivery report's time goes")
+    parser.add_argument("--breakdown-opens", action="store_true",
+                        help="--breakdown also traces file opens: when main's and the toppar's modules load "
+                             "(each import then reads slower under strace)")
     args = parser.parse_args(argv)
     clients = [c for c in args.clients.split(",") if c]
     unknown = set(clients) - set(CLIENTS)
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 for label, tree in [("kqactors", None), *trees.items()]:
                     print(f"\nbreakdown #{number + 1}, {label} (producer under strace -f):\n")
                     print(breakdown(runner_command("kqactors", broker.bootstrap, topic, "", "--producer-only"),
-                                    tree_env(tree)))
+                                    tree_env(tree), opens=args.breakdown_opens))
     finally:
         if runtime is not None:
             runtime.close()

@@ -5,40 +5,41 @@ The public names mirror confluent-kafka-python's so that ``from kqactors import 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kqactors import error, serialization
-from kqactors._model import (
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
-    ConsumerGroupType,
-    ElectionType,
-    IsolationLevel,
-    Node,
-    ThrottleEvent,
-    TopicCollection,
-    TopicPartitionInfo,
-    Uuid,
-)
-from kqactors.errors import KafkaError, KafkaException
-from kqactors.message import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    OFFSET_INVALID,
-    OFFSET_STORED,
-    TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
-    TIMESTAMP_NOT_AVAILABLE,
-    Message,
-    TopicPartition,
-)
-from kqactors.partitioner import consistent_partition as consistent
-from kqactors.partitioner import fnv1a_partition as fnv1a
-from kqactors.partitioner import murmur2_partition as murmur2
+from kqactors._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from kqactors import error, serialization
+    from kqactors._model import (
+        ConsumerGroupState,
+        ConsumerGroupTopicPartitions,
+        ConsumerGroupType,
+        ElectionType,
+        IsolationLevel,
+        Node,
+        ThrottleEvent,
+        TopicCollection,
+        TopicPartitionInfo,
+        Uuid,
+    )
     from kqactors.client.consumer.consumer import Consumer
     from kqactors.client.producer.producer import Producer
+    from kqactors.errors import KafkaError, KafkaException
+    from kqactors.message import (
+        OFFSET_BEGINNING,
+        OFFSET_END,
+        OFFSET_INVALID,
+        OFFSET_STORED,
+        TIMESTAMP_CREATE_TIME,
+        TIMESTAMP_LOG_APPEND_TIME,
+        TIMESTAMP_NOT_AVAILABLE,
+        Message,
+        TopicPartition,
+    )
+    from kqactors.partitioner import consistent_partition as consistent
+    from kqactors.partitioner import fnv1a_partition as fnv1a
+    from kqactors.partitioner import murmur2_partition as murmur2
     from kqactors.serializing import DeserializingConsumer, SerializingProducer
 
 __version__ = "0.1.0"
@@ -71,18 +72,20 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the clients (and with them the runtime and pyzmq) only when first used."""
-    if name == "Producer":
-        from kqactors.client.producer.producer import Producer
-
-        return Producer
-    if name == "Consumer":
-        from kqactors.client.consumer.consumer import Consumer
-
-        return Consumer
-    if name in ("SerializingProducer", "DeserializingConsumer"):
-        from kqactors import serializing
-
-        return getattr(serializing, name)
-    raise AttributeError(f"module 'kqactors' has no attribute {name!r}")
+# Every public name loads at its first use (kqactors/_lazy.py): an actor host imports this package with its
+# submodules and uses none of the app's names it does not need (the partitioners, the admin model, the
+# serializers; with the clients, the runtime and pyzmq).
+_MODULE_OF = {
+    **dict.fromkeys(["OFFSET_BEGINNING", "OFFSET_END", "OFFSET_INVALID", "OFFSET_STORED", "TIMESTAMP_CREATE_TIME",
+                     "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE", "Message", "TopicPartition"], "message"),
+    **dict.fromkeys(["KafkaError", "KafkaException"], "errors"),
+    **dict.fromkeys(["ConsumerGroupState", "ConsumerGroupTopicPartitions", "ConsumerGroupType", "ElectionType",
+                     "IsolationLevel", "Node", "ThrottleEvent", "TopicCollection", "TopicPartitionInfo", "Uuid"],
+                    "_model"),
+    "consistent": "partitioner:consistent_partition", "fnv1a": "partitioner:fnv1a_partition",
+    "murmur2": "partitioner:murmur2_partition",
+    "error": "error:", "serialization": "serialization:",
+    "Producer": "client.producer.producer", "Consumer": "client.consumer.consumer",
+    "SerializingProducer": "serializing", "DeserializingConsumer": "serializing",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, globals())

@@ -9,6 +9,10 @@ Produce, Fetch) are sent by the broker actor's own parts and take/return Python 
 through ``kqactors.core.group.requests`` (the group translation), referenced by module name and imported on
 first use, so ``protocol/`` imports nothing from ``core/`` or ``actors/``. Version negotiation itself is
 ``kqactors.protocol.api.negotiate``; ``client_versions()`` gives it this table's ranges.
+
+Each kind's generated message classes are imported by its encode/decode at first use, not with this module:
+a producer's main host then never loads Fetch's or ListOffsets' tables (tens of ms of a host's start), a
+consumer's never Produce's, and no client the transaction or SASL ones it does not send.
 """
 
 from __future__ import annotations
@@ -16,43 +20,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqactors.errors import KafkaError
 from kqactors.protocol.api import API_KEYS
 from kqactors.protocol.generated import API_TABLE
-from kqactors.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from kqactors.protocol.generated.add_partitions_to_txn import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    AddPartitionsToTxnTopic,
-)
-from kqactors.protocol.generated.end_txn import EndTxnRequest, EndTxnResponse
-from kqactors.protocol.generated.fetch import FetchResponse
-from kqactors.protocol.generated.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from kqactors.protocol.generated.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from kqactors.protocol.generated.list_offsets import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    ListOffsetsTopic,
-)
-from kqactors.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from kqactors.protocol.generated.produce import (
-    PartitionProduceData,
-    ProduceRequest,
-    ProduceResponse,
-    TopicProduceData,
-)
-from kqactors.protocol.generated.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from kqactors.protocol.generated.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from kqactors.protocol.generated.txn_offset_commit import (
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitRequestPartition,
-    TxnOffsetCommitRequestTopic,
-    TxnOffsetCommitResponse,
-)
 from kqactors.protocol.handshake import api_versions_request, read_api_versions
+
+if TYPE_CHECKING:
+    from kqactors.protocol.generated.fetch import FetchResponse
+    from kqactors.protocol.generated.sasl_authenticate import SaslAuthenticateResponse
+    from kqactors.protocol.generated.sasl_handshake import SaslHandshakeResponse
 
 MAX_PRODUCE_REQUEST_BYTES = 32 * 1024 * 1024
 
@@ -102,25 +80,30 @@ def _decode_api_versions(version: int, body: bytes) -> Any:
 
 def _encode_sasl_handshake(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {"mechanism": str}."""
+    from kqactors.protocol.generated.sasl_handshake import SaslHandshakeRequest
     return [SaslHandshakeRequest(mechanism=args["mechanism"]).encode(version)]
 
 
 def _decode_sasl_handshake(version: int, body: bytes) -> SaslHandshakeResponse:
+    from kqactors.protocol.generated.sasl_handshake import SaslHandshakeResponse
     return SaslHandshakeResponse.decode(body, version)
 
 
 def _encode_sasl_authenticate(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {"auth_bytes": bytes}."""
+    from kqactors.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
     return [SaslAuthenticateRequest(auth_bytes=bytes(args["auth_bytes"])).encode(version)]
 
 
 def _decode_sasl_authenticate(version: int, body: bytes) -> SaslAuthenticateResponse:
+    from kqactors.protocol.generated.sasl_authenticate import SaslAuthenticateResponse
     return SaslAuthenticateResponse.decode(body, version)
 
 
 # ---- Metadata ---------------------------------------------------------------------------------------------
 
 def _encode_metadata(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    from kqactors.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
     topics = args.get("topics")
     request = MetadataRequest(
         topics=None if topics is None else [MetadataRequestTopic(name=name) for name in topics],
@@ -133,6 +116,7 @@ def _decode_metadata(version: int, body: bytes) -> dict[str, Any]:
     """The response as plain lists (the wire form ``kqactors.core.metadata.snapshot_from_wire`` reads):
     {"brokers": [[node, host, port, rack]], "controller_id", "cluster_id",
      "topics": [[name, error, topic_id, [[partition, leader, epoch, replicas, isr, error]]]]}."""
+    from kqactors.protocol.generated.metadata import MetadataResponse
     response = MetadataResponse.decode(body, version)
     return {
         "brokers": [[b.node_id, b.host, b.port, b.rack] for b in response.brokers],
@@ -148,6 +132,7 @@ def _decode_metadata(version: int, body: bytes) -> dict[str, Any]:
 # ---- InitProducerId ---------------------------------------------------------------------------------------
 
 def _encode_init_pid(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
+    from kqactors.protocol.generated.init_producer_id import InitProducerIdRequest
     request = InitProducerIdRequest(
         transactional_id=args.get("transactional_id"),
         transaction_timeout_ms=int(args.get("transaction_timeout_ms", 60000)),
@@ -158,6 +143,7 @@ def _encode_init_pid(version: int, args: dict[str, Any], _frames: list[Any]) -> 
 
 
 def _decode_init_pid(version: int, body: bytes) -> dict[str, Any]:
+    from kqactors.protocol.generated.init_producer_id import InitProducerIdResponse
     response = InitProducerIdResponse.decode(body, version)
     return {"error_code": response.error_code, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch, "throttle_time_ms": response.throttle_time_ms}
@@ -168,6 +154,7 @@ def _decode_init_pid(version: int, body: bytes) -> dict[str, Any]:
 def encode_produce(version: int, entries: list[Any], transactional_id: str | None = None) -> list[Any]:
     """ProduceRequest body with each batch spliced in by reference (never re-encoded). ``entries`` have
     ``topic``, ``partition``, ``batch``, ``acks`` and ``timeout_ms`` (the first one's acks/timeout apply)."""
+    from kqactors.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
     by_topic: dict[str, list[PartitionProduceData]] = {}
     for entry in entries:
         by_topic.setdefault(entry.topic, []).append(PartitionProduceData(index=entry.partition,
@@ -181,6 +168,7 @@ def encode_produce(version: int, entries: list[Any], transactional_id: str | Non
 
 def decode_produce(version: int, body: bytes) -> dict[tuple[str, int], dict[str, Any]]:
     """{(topic, partition): result fields} from a ProduceResponse body."""
+    from kqactors.protocol.generated.produce import ProduceResponse
     response = ProduceResponse.decode(body, version)
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for topic in response.responses:
@@ -209,6 +197,7 @@ def _encode_fetch(version: int, args: dict[str, Any], _frames: list[Any]) -> lis
 
 
 def _decode_fetch(version: int, body: bytes) -> FetchResponse:
+    from kqactors.protocol.generated.fetch import FetchResponse
     return FetchResponse.decode(body, version)
 
 
@@ -216,6 +205,11 @@ def _decode_fetch(version: int, body: bytes) -> FetchResponse:
 
 def _encode_list_offsets(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {isolation_level, topics: [[topic, [[partition, timestamp, leader_epoch], ...]], ...]}"""
+    from kqactors.protocol.generated.list_offsets import (
+        ListOffsetsPartition,
+        ListOffsetsRequest,
+        ListOffsetsTopic,
+    )
     topics = [ListOffsetsTopic(name=name, partitions=[
         ListOffsetsPartition(partition_index=int(p), timestamp=int(ts), current_leader_epoch=int(epoch))
         for p, ts, epoch in parts]) for name, parts in args["topics"]]
@@ -226,6 +220,7 @@ def _encode_list_offsets(version: int, args: dict[str, Any], _frames: list[Any])
 
 def _decode_list_offsets(version: int, body: bytes) -> dict[str, Any]:
     """{"partitions": [[topic, partition, error_code, offset, timestamp, leader_epoch], ...]}"""
+    from kqactors.protocol.generated.list_offsets import ListOffsetsResponse
     response = ListOffsetsResponse.decode(body, version)
     rows = []
     for topic in response.topics:
@@ -293,6 +288,7 @@ def _decode_raw(version: int, body: bytes) -> dict[str, Any]:
 
 def _encode_txn_find_coordinator(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {key_type: 0 group | 1 transaction, key}."""
+    from kqactors.protocol.generated.find_coordinator import FindCoordinatorRequest
     if version >= 4:
         request = FindCoordinatorRequest(key_type=int(args["key_type"]), coordinator_keys=[args["key"]])
     else:
@@ -302,6 +298,7 @@ def _encode_txn_find_coordinator(version: int, args: dict[str, Any], _frames: li
 
 def _decode_txn_find_coordinator(version: int, body: bytes) -> dict[str, Any]:
     """{error_code, error_message, node_id, host, port}"""
+    from kqactors.protocol.generated.find_coordinator import FindCoordinatorResponse
     response = FindCoordinatorResponse.decode(body, version)
     if version >= 4:
         if not response.coordinators:
@@ -318,6 +315,10 @@ def _decode_txn_init_pid(version: int, body: bytes) -> dict[str, Any]:
 
 def _encode_txn_add_partitions(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {transactional_id, producer_id, producer_epoch, topics: [[topic, [partition, ...]], ...]}."""
+    from kqactors.protocol.generated.add_partitions_to_txn import (
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnTopic,
+    )
     request = AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=args["transactional_id"],
         v3_and_below_producer_id=int(args["producer_id"]), v3_and_below_producer_epoch=int(args["producer_epoch"]),
@@ -328,6 +329,7 @@ def _encode_txn_add_partitions(version: int, args: dict[str, Any], _frames: list
 
 def _decode_txn_add_partitions(version: int, body: bytes) -> dict[str, Any]:
     """{error_code, partitions: [[topic, partition, error_code], ...]}"""
+    from kqactors.protocol.generated.add_partitions_to_txn import AddPartitionsToTxnResponse
     response = AddPartitionsToTxnResponse.decode(body, version)
     rows = [[topic.name, part.partition_index, part.partition_error_code]
             for topic in response.results_by_topic_v3_and_below for part in topic.results_by_partition]
@@ -336,6 +338,7 @@ def _decode_txn_add_partitions(version: int, body: bytes) -> dict[str, Any]:
 
 def _encode_txn_add_offsets(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {transactional_id, producer_id, producer_epoch, group_id}."""
+    from kqactors.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest
     request = AddOffsetsToTxnRequest(transactional_id=args["transactional_id"],
                                      producer_id=int(args["producer_id"]),
                                      producer_epoch=int(args["producer_epoch"]), group_id=args["group_id"])
@@ -343,6 +346,7 @@ def _encode_txn_add_offsets(version: int, args: dict[str, Any], _frames: list[An
 
 
 def _decode_txn_add_offsets(version: int, body: bytes) -> dict[str, Any]:
+    from kqactors.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnResponse
     return {"error_code": AddOffsetsToTxnResponse.decode(body, version).error_code}
 
 
@@ -350,6 +354,11 @@ def _encode_txn_offset_commit(version: int, args: dict[str, Any], _frames: list[
     """args: {transactional_id, group_id, producer_id, producer_epoch, generation_id, member_id,
     group_instance_id, topics: [[topic, [[partition, offset, leader_epoch, metadata], ...]], ...]}. Below v3 the
     group's generation, member id and instance id are not sent (the broker cannot fence zombies then)."""
+    from kqactors.protocol.generated.txn_offset_commit import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
     kip447 = version >= 3
     request = TxnOffsetCommitRequest(
         transactional_id=args["transactional_id"], group_id=args["group_id"],
@@ -367,6 +376,7 @@ def _encode_txn_offset_commit(version: int, args: dict[str, Any], _frames: list[
 
 def _decode_txn_offset_commit(version: int, body: bytes) -> dict[str, Any]:
     """{partitions: [[topic, partition, error_code], ...]}"""
+    from kqactors.protocol.generated.txn_offset_commit import TxnOffsetCommitResponse
     response = TxnOffsetCommitResponse.decode(body, version)
     return {"partitions": [[topic.name, part.partition_index, part.error_code]
                            for topic in response.topics for part in topic.partitions]}
@@ -374,6 +384,7 @@ def _decode_txn_offset_commit(version: int, body: bytes) -> dict[str, Any]:
 
 def _encode_txn_end(version: int, args: dict[str, Any], _frames: list[Any]) -> list[Any]:
     """args: {transactional_id, producer_id, producer_epoch, committed}."""
+    from kqactors.protocol.generated.end_txn import EndTxnRequest
     request = EndTxnRequest(transactional_id=args["transactional_id"], producer_id=int(args["producer_id"]),
                             producer_epoch=int(args["producer_epoch"]), committed=bool(args["committed"]))
     return [request.encode(version)]
@@ -381,6 +392,7 @@ def _encode_txn_end(version: int, args: dict[str, Any], _frames: list[Any]) -> l
 
 def _decode_txn_end(version: int, body: bytes) -> dict[str, Any]:
     """{error_code, producer_id, producer_epoch} (the id/epoch only from v5, else -1)."""
+    from kqactors.protocol.generated.end_txn import EndTxnResponse
     response = EndTxnResponse.decode(body, version)
     return {"error_code": response.error_code, "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch}

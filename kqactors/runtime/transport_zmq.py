@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -76,7 +74,10 @@ def _skip_rest(sock: zmq.Socket) -> None:
 
 
 def make_run_dir(prefix: str = "kqactors-") -> str:
-    """A private directory (mode 0700) for this runtime's ipc sockets."""
+    """A private directory (mode 0700) for this runtime's ipc sockets (the app's: tempfile, like shutil below,
+    is imported where used, so a host's start does not load it and shutil's codec modules)."""
+    import tempfile
+
     base = tempfile.gettempdir()
     if len(base) > MAX_IPC_PATH - 40:
         base = "/tmp"
@@ -86,6 +87,8 @@ def make_run_dir(prefix: str = "kqactors-") -> str:
 
 
 def remove_run_dir(path: str) -> None:
+    import shutil
+
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -7,11 +7,15 @@ cannot go stale unnoticed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+import kqactors
+from kqactors.runtime.host_launch import host_interpreter
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,27 +47,41 @@ _SECURITY = ["ssl", "kqactors.core.tls", "kqactors.core.sasl", "kqactors.core.sa
 _CONSUMER = ["kqactors.actors.broker.source", "kqactors.core.consumer.planner", "kqactors.core.consumer.settings",
              "kqactors.records.record_set", "kqactors.records.reader_v2"]
 _TRANSACTIONS = ["kqactors.core.producer.txn"]
+# the protocol tables of kinds a plain producer never sends (each is imported by its kind's encode/decode)
+_PROTOCOL = ["kqactors.protocol.generated.fetch", "kqactors.protocol.generated.list_offsets",
+             "kqactors.protocol.generated.txn_offset_commit", "kqactors.protocol.generated.add_partitions_to_txn",
+             "kqactors.protocol.generated.end_txn", "kqactors.protocol.generated.sasl_authenticate",
+             "kqactors.protocol.generated.sasl_handshake"]
 _CODECS = ["cramjam", "lz4", "lz4.frame", "zstandard"]
 _HEAVY = ["crc32c", "importlib.metadata", "email", "kqactors.config.properties", "kqactors.config.config",
-          "encodings.idna"]
+          "encodings.idna", "argparse", "gettext",
+          # the package's app-side names (kqactors/__init__.py loads each at first use)
+          "kqactors.partitioner", "kqactors._model", "kqactors.serialization", "kqactors.error"]
+# the app's run-dir helpers (transport_zmq imports them where used); checked only where a host starts without
+# site, whose .pth hooks may load them
+_APP_SIDE = ["shutil", "tempfile", "bz2", "lzma"]
 
 
-def _host_modules(config: dict) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", _PLAIN_PRODUCER_HOST, json.dumps(config)], capture_output=True,
-                          text=True, timeout=90)
+def _host_modules(config: dict) -> tuple[set[str], bool]:
+    # started as the supervisor starts a host (host_launch.py: without site where it can)
+    options, env = host_interpreter(os.path.dirname(os.path.dirname(os.path.abspath(kqactors.__file__))),
+                                    os.environ)
+    done = subprocess.run([sys.executable, *options, "-c", _PLAIN_PRODUCER_HOST, json.dumps(config)],
+                          capture_output=True, text=True, timeout=90, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    return set(json.loads(done.stdout.strip().splitlines()[-1])), options == ["-S"]
 
 
 def test_a_plaintext_producers_main_host_loads_only_what_it_uses() -> None:
-    modules = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "plaintext"})
+    modules, without_site = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "plaintext"})
     assert "kqactors.records.batch_v2" in modules and "kqactors.core.connection" in modules  # the probe ran
-    loaded = [name for name in _SECURITY + _CONSUMER + _TRANSACTIONS + _CODECS + _HEAVY if name in modules]
+    loaded = [name for name in _SECURITY + _CONSUMER + _TRANSACTIONS + _PROTOCOL + _CODECS + _HEAVY
+              + (_APP_SIDE if without_site else []) if name in modules]
     assert not loaded, f"loaded at start-up though a plain producer does not use them: {loaded}"
 
 
 def test_the_configuration_that_needs_them_loads_them() -> None:
-    modules = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "sasl_ssl",
+    modules, _ = _host_modules({"bootstrap.servers": "localhost:9092", "security.protocol": "sasl_ssl",
                              "sasl.mechanisms": "PLAIN", "sasl.username": "u", "sasl.password": "p",
                              "compression.codec": "zstd"})
     wanted = ["ssl", "kqactors.core.tls", "kqactors.core.sasl.steps", "kqactors.actors.broker.tls_transport",
@@ -81,6 +99,22 @@ def test_records_names_still_resolve_from_the_package() -> None:
         assert getattr(records, name) is not None
     with pytest.raises(AttributeError):
         records.no_such_name  # noqa: B018
+
+
+def test_the_packages_names_still_resolve() -> None:
+    """``kqactors`` loads its public names lazily too: each resolves, aliases and submodules included."""
+    import kqactors
+    import kqactors.error
+    import kqactors.partitioner
+
+    for name in kqactors.__all__:
+        assert getattr(kqactors, name) is not None, name
+    assert kqactors.murmur2 is kqactors.partitioner.murmur2_partition
+    assert kqactors.consistent is kqactors.partitioner.consistent_partition
+    assert kqactors.error is sys.modules["kqactors.error"]
+    assert set(kqactors.__all__) <= set(dir(kqactors))
+    with pytest.raises(AttributeError):
+        kqactors.no_such_name  # noqa: B018
 
 
 def test_the_crc_is_crc32c() -> None:

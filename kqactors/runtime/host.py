@@ -100,6 +100,8 @@ class HostCore:
         self._transmit = transmit
         self.clock = clock
         self.actors: dict[str, ActorSlot] = {}
+        #: actors spawned here so far (the loop freezes the start-up objects once spawning has settled)
+        self.spawns = 0
         self.directory: dict[str, str] = {APP: APP_KEY, SUPERVISOR: SUPERVISOR_KEY}
         self.host_keys: list[str] = []  # every host of the runtime, learned from the supervisor
         self.down: set[str] = set()
@@ -503,6 +505,7 @@ class HostCore:
             log.exception("host %s: spawning %s with %s failed", self.host_key, name, factory)
             self._forget(slot)
             return f"{type(exc).__name__}: {exc}"
+        self.spawns += 1
         return None
 
     def _post_to_endpoint(self, key: str, op: Op) -> None:

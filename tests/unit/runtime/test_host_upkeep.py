@@ -1,6 +1,7 @@
-"""Runs in: the test process (and one child for the RSS check). A host about to wait hands glibc's free heap
-pages back at most once per interval (kqactors.runtime.host_process.AllocatorTrim): the soak's hosts crept up
-in RSS with their live memory flat."""
+"""Runs in: the test process (and one child for the RSS check). What a host's loop does when it is about to
+wait (kqactors.runtime.host_process): hand glibc's free heap pages back at most once per interval
+(AllocatorTrim: the soak's hosts crept up in RSS with their live memory flat), and freeze its start-up objects
+once spawning has settled (StartupFreeze: a full collection walking them was bench_latency's worst pause)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,33 @@ def test_a_trim_returns_the_free_pages_between_live_blocks() -> None:
     before, after, trims = map(int, out.split())
     assert trims == 1
     assert before - after > 2048, (before, after)  # at least 2 MiB of free pages handed back
+
+
+def test_the_start_up_objects_are_frozen_once_spawning_has_settled() -> None:
+    import gc
+
+    from kqactors.runtime.host_process import StartupFreeze
+
+    clock = FakeClock()
+    freeze = StartupFreeze(settle=1.0, clock=clock)
+    frozen_before = gc.get_freeze_count()
+    try:
+        freeze.before_wait(spawns=0)
+        clock.now += 5
+        freeze.before_wait(spawns=0)
+        assert freeze.freezes == 0  # nothing spawned yet: nothing settled
+        freeze.before_wait(spawns=2)  # main and a broker actor
+        clock.now += 0.5
+        freeze.before_wait(spawns=3)  # one more: the settle time starts again
+        clock.now += 0.9
+        freeze.before_wait(spawns=3)
+        assert freeze.freezes == 0
+        clock.now += 0.2
+        freeze.before_wait(spawns=3)
+        assert freeze.freezes == 1
+        assert gc.get_freeze_count() > frozen_before  # the objects alive now are out of every collection
+        clock.now += 10
+        freeze.before_wait(spawns=3)
+        assert freeze.freezes == 1  # once per burst of spawns
+    finally:
+        gc.unfreeze()

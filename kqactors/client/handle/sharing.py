@@ -48,6 +48,8 @@ def group_key(kind: str, shipped: Mapping[str, Any], main_factory: str) -> str |
         return None
     items = sorted((name, value) for name, value in shipped.items() if name not in APP_SIDE_ONLY)
     text = json.dumps(items, default=repr, separators=(",", ":"))
-    import hashlib  # only clients attaching to a shared runtime need it: not imported by `import kqactors`
-
-    return hashlib.sha256(text.encode()).hexdigest()  # secrets in the settings reach the server only hashed
+    try:  # hashlib's own BLAKE2, without the OpenSSL binding `import hashlib` loads (~5 ms of an attach)
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter built without it
+        from hashlib import blake2b
+    return blake2b(text.encode(), digest_size=32).hexdigest()  # secrets reach the server only hashed

@@ -15,7 +15,8 @@ machine). Once the rate has stayed under half the rate at which the last host jo
 ``kqactors.placement.retire.ms``, that host is retired: its toppars move back (the same hand-over) and its process
 stops, so a burst does not leave idle processes holding memory. A consumer counts the records the app takes
 (consume()/poll()): fetching, and so decoding, follows them once prefetch is full. A consumer also passes its
-backlog (``note``): a host joins only for a rate expected to last ``PAYOFF_S``.
+backlog (``note``): a host joins only for a rate expected to last ``PAYOFF_S``; a producer's rate must have
+lasted that long.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ class AdaptivePlacement:
         (the first may include the wait for the first records): the host joins if that rate has lasted
         ``PAYOFF_S`` already (a stream) or the backlog holds ``PAYOFF_S`` of it. A burst the current hosts read
         sooner ends before a move pays off: a host's start (a few hundred ms of a core, on the cores the
-        client uses) and the moves cost more than it saves. Without ``backlog`` (the producer) the rate alone
-        decides, from one window."""
+        client uses) and the moves cost more than it saves. Without ``backlog`` (the producer: what it will be
+        asked to send is not known) the rate must have lasted ``PAYOFF_S``: a burst of a second or two is sent
+        from where the toppars are."""
         self._window_count += count
         now = self.clock()
         if not self._close_window(now):
@@ -118,7 +120,7 @@ class AdaptivePlacement:
         if len(self.hosts) >= self.max_hosts or now < self._settle_until:
             return False
         if backlog is None:
-            return True
+            return now - self._busy_since >= PAYOFF_S  # type: ignore[operator]
         if self._busy_windows < 2:
             return False  # the first busy window may hold the time before any record came: its rate is too low
         return now - self._busy_since >= PAYOFF_S or backlog() >= self.last_rate * PAYOFF_S

@@ -32,13 +32,23 @@ def test_a_quiet_client_stays_on_the_main_host_and_hosts_join_as_the_rate_climbs
     placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
     assert _run(placement, clock, 500, 5) == 0
     assert placement.toppar_hosts == 0 and placement.host_for("t", 7) == 0
-    assert _run(placement, clock, 1_500, WINDOW_S * 3) == 1  # > 1,000 with main alone: one host
+    assert _run(placement, clock, 1_500, PAYOFF_S + WINDOW_S * 2) == 1  # > 1,000 with main alone: one host
     assert placement.toppar_hosts == 1
     assert _run(placement, clock, 1_500, SETTLE_S * 2) == 0  # 1,500 < 2 x 1,000: enough
     assert _run(placement, clock, 10_000, SETTLE_S * 10) == 2  # up to max_hosts, one per settle period
     assert placement.toppar_hosts == 3
     assert {placement.host_for("t", p) for p in range(6)} == {1, 2, 3}
     assert [placement.host_for("t", p) for p in range(6)] == [fixed_host_for("t", p, 3) for p in range(6)]
+
+
+def test_a_producers_burst_shorter_than_the_payoff_time_starts_no_host() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    assert _run(placement, clock, 50_000, PAYOFF_S - WINDOW_S) == 0  # flat out, but over before a host pays off
+    assert _run(placement, clock, 100, 1) == 0  # the burst ended
+    assert _run(placement, clock, 50_000, PAYOFF_S - WINDOW_S) == 0  # a new burst counts from its own start
+    assert _run(placement, clock, 50_000, WINDOW_S * 3) == 1  # it lasted PAYOFF_S: a stream, one host joins
+    assert placement.toppar_hosts == 1
 
 
 def test_core_count_can_be_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,11 +121,9 @@ def _consume(placement: AdaptivePlacement, clock: FakeClock, rate: float, second
 def test_a_consumer_reads_a_burst_that_ends_before_a_host_pays_off_where_it_is() -> None:
     clock = FakeClock()
     placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
-    # 1M records at 1M/s: over in 1 s, less than PAYOFF_S; the producer's rule alone would start a host at 0.5 s.
+    # 1M records at 1M/s: over in 1 s, less than PAYOFF_S: read where they are.
     assert _consume(placement, clock, 1_000_000, 1.5, [1_000_000]) == []
     assert placement.toppar_hosts == 0
-    producer = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
-    assert _run(producer, clock, 1_000_000, 1.0) == 1
 
 
 def test_a_consumer_with_a_long_backlog_gets_a_host_after_two_busy_windows() -> None:

@@ -32,6 +32,8 @@ WINDOW_S = 0.5
 """The rate is measured over windows this long."""
 SETTLE_S = 2.0
 """After a host joins, the rate is not judged again for this long (its toppars are moving)."""
+CALM_WINDOWS = 2
+"""Windows in a row under the rate that ends a busy spell (the time ``PAYOFF_S`` counts from)."""
 PAYOFF_S = 2.0
 """A host joins only for a rate expected to last this long: starting one costs a few hundred ms of a core and
 each move a pause, so a backlog the current hosts drain sooner is read where it is (see ``note``)."""
@@ -86,6 +88,8 @@ class AdaptivePlacement:
         self._low_since: float | None = None
         self._busy_since: float | None = None  # since when each window's rate called for one more host
         self._busy_windows = 0  # how many windows in a row
+        self._calm_windows = 0  # how many windows in a row did not call for one (CALM_WINDOWS end a busy spell)
+        self._unjudged = False  # a window closed that note() has not judged yet
         #: the last window's rate, messages/s (statistics, tests)
         self.last_rate = 0.0
 
@@ -113,8 +117,10 @@ class AdaptivePlacement:
         from where the toppars are."""
         self._window_count += count
         now = self.clock()
-        if not self._close_window(now):
+        self._close_window(now)
+        if not self._unjudged:  # judged once per window, whichever call closed it (retire_due closes them too)
             return False
+        self._unjudged = False
         if not self._busy_windows:
             return False
         if len(self.hosts) >= self.max_hosts or now < self._settle_until:
@@ -139,12 +145,17 @@ class AdaptivePlacement:
         if elapsed < WINDOW_S:
             return False
         self.last_rate = self._window_count / elapsed
+        self._unjudged = True
         if self.last_rate > self.rate * (len(self.hosts) + 1):  # calls for one more host
             if self._busy_since is None:
                 self._busy_since = self._window_start
             self._busy_windows += 1
+            self._calm_windows = 0
         else:
-            self._busy_since, self._busy_windows = None, 0
+            self._busy_windows = 0
+            self._calm_windows += 1
+            if self._calm_windows >= CALM_WINDOWS:  # the burst is over (one calm window is a hiccup: a full
+                self._busy_since = None             # queue, a pause of the producing thread)
         self._window_start = now
         self._window_count = 0
         if self.last_rate * 2 < self.rate * len(self.hosts):

@@ -51,6 +51,28 @@ def test_a_producers_burst_shorter_than_the_payoff_time_starts_no_host() -> None
     assert placement.toppar_hosts == 1
 
 
+def test_one_slow_window_in_a_producers_stream_does_not_restart_the_payoff_time() -> None:
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock)
+    assert _run(placement, clock, 50_000, 1.0) == 0
+    assert _run(placement, clock, 100, WINDOW_S) == 0  # one window with a full queue, say
+    assert _run(placement, clock, 50_000, PAYOFF_S - 1.0 + WINDOW_S) == 1  # the stream counts from its start
+
+
+def test_a_window_closed_by_retire_due_is_still_judged_for_a_join() -> None:
+    """The producer's hand-over asks retire_due() before note(): whichever closes a window, it is judged once."""
+    clock = FakeClock()
+    placement = AdaptivePlacement(max_hosts=3, rate=1_000, clock=clock, retire_s=30)
+    joins = 0
+    for _ in range(int((PAYOFF_S + 2 * WINDOW_S) / 0.01)):
+        clock.advance(0.01)
+        placement.retire_due()
+        if placement.note(500):  # 50k/s
+            joins += 1
+            placement.grew()
+    assert joins == 1
+
+
 def test_core_count_can_be_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KQACTORS_CPU_COUNT", "64")
     assert core_count() == 64

@@ -10,6 +10,7 @@ import time
 import pytest
 from integration_helpers import make_topic
 from support.kafka_io import drain, produce_numbered
+from support.terminal import ctrl_c_in_this_process
 
 from kqactors import Consumer
 from kqactors.errors import KafkaError, KafkaException
@@ -271,9 +272,9 @@ def test_ctrl_c_interrupts_a_long_poll(mock_cluster, unique_topic):
         c.assign([TopicPartition(unique_topic, 0, OFFSET_END)])
         main_thread = threading.get_ident()
         timer = threading.Timer(0.5, lambda: signal.pthread_kill(main_thread, signal.SIGINT))
-        timer.start()
         started = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_in_this_process(), pytest.raises(KeyboardInterrupt):
+            timer.start()
             c.poll(30)
         assert time.monotonic() - started < 3
         assert c.consume(1, 0.1) == []  # still usable afterwards

@@ -152,6 +152,25 @@ def _move_all(consumer: Consumer, topic: str, index: int) -> None:
         assert toppar.host == key and toppar.held and toppar.held[0].type == FETCH_START, toppar.held
 
 
+def _reading_consumer(mock_cluster_factory, topic: str, records: int) -> tuple[_Feed, Consumer]:
+    """A fresh one-broker cluster with ``records`` fed, and a consumer (no adaptive joins of its own) assigned to
+    every partition from the beginning, that has read a record of each: its ctoppars run."""
+    cluster = mock_cluster_factory(1)
+    cluster.create_topic(topic, PARTITIONS)
+    feed = _Feed(cluster.bootstrap, topic)
+    feed.produce(records)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}",
+                         "enable.auto.commit": False, "kqactors.placement.scale.rate": 2_000_000_000})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        wait_until(lambda: min(feed.got) > 0, 30, "a record of every partition",
+                   sleep=lambda s: feed.take(consumer, 0.1, count=50))
+    except BaseException:
+        consumer.close()
+        raise
+    return feed, consumer
+
+
 def test_moves_hold_the_ctoppars_ops_until_they_run_and_every_record_comes_once(mock_cluster_factory, unique_topic,
                                                                                 monkeypatch):
     """Moved to a toppar host launched a moment before (not even running Python yet), and back to main's host
@@ -159,16 +178,8 @@ def test_moves_hold_the_ctoppars_ops_until_they_run_and_every_record_comes_once(
     each time the records fetched but not consumed stay queued, the moved ctoppars fetch from the next record
     not yet queued once they run, and every record comes once, in order."""
     monkeypatch.setenv("KQACTORS_CPU_COUNT", "4")
-    cluster = mock_cluster_factory(1)
-    cluster.create_topic(unique_topic, PARTITIONS)
-    feed = _Feed(cluster.bootstrap, unique_topic)
-    feed.produce(2_000)
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{unique_topic}",
-                         "enable.auto.commit": False, "kqactors.placement.scale.rate": 2_000_000_000})
+    feed, consumer = _reading_consumer(mock_cluster_factory, unique_topic, 2_000)
     try:
-        consumer.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        wait_until(lambda: min(feed.got) > 0, 30, "a record of every partition",
-                   sleep=lambda s: feed.take(consumer, 0.1, count=50))
         index = consumer._handle.add_toppar_host([CTOPPAR_FACTORY])
         key = consumer._rt.host_keys[index]
         _move_all(consumer, unique_topic, index)
@@ -196,16 +207,8 @@ def test_a_moved_ctoppar_that_never_runs_is_started_on_the_main_host(mock_cluste
     answer there, and fetching goes on from the next record not yet queued."""
     monkeypatch.setenv("KQACTORS_CPU_COUNT", "4")
     monkeypatch.setattr(consumer_module, "_MOVE_WAIT_S", 1.0)
-    cluster = mock_cluster_factory(1)
-    cluster.create_topic(unique_topic, PARTITIONS)
-    feed = _Feed(cluster.bootstrap, unique_topic)
-    feed.produce(1_000)
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{unique_topic}",
-                         "enable.auto.commit": False, "kqactors.placement.scale.rate": 2_000_000_000})
+    feed, consumer = _reading_consumer(mock_cluster_factory, unique_topic, 1_000)
     try:
-        consumer.assign([TopicPartition(unique_topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        wait_until(lambda: min(feed.got) > 0, 30, "a record of every partition",
-                   sleep=lambda s: feed.take(consumer, 0.1, count=50))
         index = consumer._handle.add_toppar_host([CTOPPAR_FACTORY])
         good = consumer._toppar_args
         consumer._toppar_args = {**good, "partition": "not a partition"}  # the actor's constructor fails there

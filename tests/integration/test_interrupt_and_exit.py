@@ -28,7 +28,10 @@ INTERRUPT_WITHIN_S = 0.5
 SIGNAL_AFTER_S = 0.3  # the child has been blocking this long when the signal comes
 
 PRELUDE = """
-import logging, sys, time
+import logging, signal, sys, time
+# Ctrl+C as in a terminal: a test runner started in the background (`cmd &` in a script, nohup) passes SIGINT on
+# ignored, and Python then leaves it ignored: every SIGINT below would be lost and the tests fail for that alone.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import kqactors
 from kqactors import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 quiet = logging.getLogger("quiet")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.terminal import python_with_ctrl_c
 
 from kqactors.cli import perf
 
@@ -105,8 +106,8 @@ def test_kqactors_perf_produce_command_with_kqactors_producer(tansu, unique_topi
 
 
 def test_ctrl_c_stops_perf_produce_promptly_with_a_partial_summary(tansu, unique_topic):
-    command = [sys.executable, "-m", "kqactors.cli.main", "perf", "produce", "-b", tansu.bootstrap,
-               "--topic", unique_topic, "--count", "50000000", "--size", "100", "-q"]
+    command = python_with_ctrl_c("-m", "kqactors.cli.main", "perf", "produce", "-b", tansu.bootstrap,
+                                 "--topic", unique_topic, "--count", "50000000", "--size", "100", "-q")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         time.sleep(5)  # producing by now

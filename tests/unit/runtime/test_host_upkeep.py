@@ -10,16 +10,9 @@ import sys
 import textwrap
 
 import pytest
+from support.clock import FakeClock
 
 from kqactors.runtime.host_process import AllocatorTrim
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_trims_at_most_once_per_interval_and_only_when_it_is_due() -> None:

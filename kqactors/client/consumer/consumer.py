@@ -439,6 +439,8 @@ class Consumer:
                 carried.append((topic, partition, version, msg))
                 if version is not None and msg._error is None:
                     rewind.setdefault((topic, partition), (version, msg))  # type: ignore[index]
+        if self._carried and self._carried[0][3] is out[-1]:
+            self._carried.popleft()  # interrupted between _take_carried's append and its popleft: in out already
         self._carried.extendleft(reversed(carried))
         for (topic, partition), (version, msg) in rewind.items():
             if self._positions.accepts(topic, partition, version):

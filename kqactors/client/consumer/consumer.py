@@ -84,6 +84,10 @@ def _check_offset(offset: int, what: str) -> int:
     raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"{what}(): invalid offset {offset}"))
 
 
+_Taken = tuple[str | None, int, int | None, int]
+"""Where a batch's messages (or the client events) start in a call's output: (topic, partition, version: None
+for events, index). A Ctrl+C gives what was taken back by it (Consumer._carry)."""
+
 class _Toppar:
     """App-side handle of one spawned consumer toppar actor."""
 
@@ -405,7 +409,7 @@ class Consumer:
             if self._group is not None and hasattr(self._group, "on_poll"):
                 self._group.on_poll()  # max.poll.interval.ms bookkeeping
             out: list[Message] = []
-            taken: list[tuple[str | None, int, int | None, int]] = []  # where in out each batch's messages start
+            taken: list[_Taken] = []  # where in out each batch's messages start
             try:
                 if self._carried:
                     self._take_carried(limit, out, taken)
@@ -425,7 +429,7 @@ class Consumer:
         finally:
             lock.release()
 
-    def _carry(self, out: list[Message], taken: list[tuple[str | None, int, int | None, int]]) -> None:
+    def _carry(self, out: list[Message], taken: list[_Taken]) -> None:
         """Ctrl+C in a consume()/poll() that had taken messages: they were never returned, so they go back in
         front of the queue (the next call returns them first) and each partition's position goes back to the
         first of them (a commit meanwhile does not pass messages the app never saw)."""
@@ -447,7 +451,7 @@ class Consumer:
                 self._positions.consumed(topic, partition, msg._offset - 1, msg._leader_epoch)
 
     def _take_carried(self, limit: int, out: list[Message],
-                      taken: list[tuple[str | None, int, int | None, int]]) -> None:
+                      taken: list[_Taken]) -> None:
         """The messages a Ctrl+C left (see _carry) that are still current, in their order, up to ``limit``."""
         carried = self._carried
         positions = self._positions
@@ -462,7 +466,7 @@ class Consumer:
             if version is not None and msg._error is None:
                 positions.consumed(topic, partition, msg._offset, msg._leader_epoch)  # type: ignore[arg-type]
 
-    def _take(self, limit: int, out: list[Message], taken: list[tuple[str | None, int, int | None, int]]) -> None:
+    def _take(self, limit: int, out: list[Message], taken: list[_Taken]) -> None:
         """Up to ``limit`` queued events and messages into ``out``; ``taken`` notes where each batch's messages
         (and the events) start, so that a Ctrl+C can give them back (_carry). The order of the steps below is what makes that exact: a
         KeyboardInterrupt comes after a call returns, so the batch's messages are either in ``out`` or still in

@@ -286,14 +286,41 @@ def _rss_kib() -> int:
         return int(status.read().split("VmRSS:")[1].split()[0])
 
 
+def _object_census(top: int = 25) -> str:
+    """The live objects the cyclic GC tracks, by type, and the buffers that memoryviews keep alive, by the
+    type of their owner: a received zmq frame stays allocated (in the I/O thread's malloc arena) as long as
+    any slice of it does, which no Python-level statistic shows."""
+    counts: dict[str, int] = {}
+    owners: dict[int, tuple[str, int]] = {}
+    for obj in gc.get_objects():
+        name = type(obj).__qualname__
+        counts[name] = counts.get(name, 0) + 1
+        if isinstance(obj, memoryview) and id(obj.obj) not in owners:
+            try:
+                owners[id(obj.obj)] = (type(obj.obj).__qualname__, len(memoryview(obj.obj).cast("B")))
+            except (TypeError, ValueError):
+                owners[id(obj.obj)] = (type(obj.obj).__qualname__, 0)
+    lines = ["\nobjects tracked by the GC, by type:"]
+    lines += [f"{count:10d} {name}" for name, count in sorted(counts.items(), key=lambda item: -item[1])[:top]]
+    held: dict[str, list[int]] = {}
+    for name, size in owners.values():
+        entry = held.setdefault(name, [0, 0])
+        entry[0] += 1
+        entry[1] += size
+    lines.append("buffers behind live memoryviews, by owner type (count, bytes):")
+    lines += [f"{count:10d} {size:14d} {name}" for name, (count, size) in sorted(held.items())]
+    return "\n".join(lines) + "\n"
+
+
 def _report_memory_on_request(key: str) -> None:
     """Memory diagnosis of a long-running host, at each SIGUSR2, into files <dir>/<key>-<pid>-<n>.*:
 
     - KQACTORS_TRACEMALLOC=<dir>: trace every Python allocation from the start; ``.snap`` is a tracemalloc
       snapshot (compare two with ``Snapshot.compare_to``: what grows, and where it was allocated).
     - KQACTORS_MALLOC_REPORT=<dir>: no tracing; ``.malloc`` holds the Python allocator's arena statistics
-      (``sys._debugmallocstats``), glibc's (``malloc_stats``) and the RSS before and after ``malloc_trim(0)``:
-      memory held by the allocators beyond the live blocks is fragmentation or retention, not a leak.
+      (``sys._debugmallocstats``), glibc's (``malloc_stats``), the RSS before and after ``malloc_trim(0)``
+      and a census of live objects (``_object_census``): memory held by the allocators beyond the live blocks
+      is fragmentation or retention, not a leak.
 
     Off by default (tracing costs memory and time on every allocation)."""
     traced = os.environ.get("KQACTORS_TRACEMALLOC")
@@ -323,6 +350,7 @@ def _report_memory_on_request(key: str) -> None:
                 libc.malloc_stats()
                 libc.malloc_trim(0)
                 os.write(2, f"\nrss_kib before malloc_trim {before} after {_rss_kib()}\n".encode())
+                os.write(2, _object_census().encode())
         finally:
             os.dup2(saved, 2)
             os.close(saved)

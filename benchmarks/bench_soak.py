@@ -4,8 +4,12 @@ open file descriptors, and report their growth.
 Runs in: this process (a kqactors Producer and Consumer, each with its hosts as child processes); the broker is
 an embedded Tansu (child process) unless ``--bootstrap`` names one. The maximum rate is measured first (10 s flat
 out); the run then paces the producer at half of it with a consumer reading the same topic. Every ``--every``
-seconds each client process (this one and its children, the broker excluded) is sampled; growth is the last
-sample minus the first one after the warm-up (a tenth of the run, at least 30 s). The embedded Tansu keeps every
+seconds each client process (this one and its children, the broker excluded) is sampled, with the backlog at
+that moment (messages produced but not yet acked, acked but not yet consumed): memory that follows the backlog
+is data in flight, not a leak. At the end the producer is flushed, the consumer catches up, and after the
+hosts' allocator trim interval with nothing to do, a last sample is taken ("drained"). Growth is that sample
+minus the first one after the warm-up (a tenth of the run, at least 30 s): what a leak would leave behind, with
+the load's high-water marks given back. The embedded Tansu keeps every
 message in memory (no retention), so the rate is capped by ``--rate-cap`` (10,000 msg/s: 30 minutes are 18M
 messages, ~3 GB in Tansu); ``--rate-cap 0`` soaks at the full half of the maximum (for a real broker).
 
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import cpu_seconds  # noqa: E402
 
 from kqactors import Consumer, Producer, TopicPartition  # noqa: E402
+from kqactors.runtime.host_process import TRIM_INTERVAL_S  # noqa: E402
 
 VALUE = b"x" * 100
 PARTITIONS = 3
@@ -50,6 +55,11 @@ def max_rate(bootstrap: str, topic: str, seconds: float = 10.0) -> float:
     rate = sent / (time.monotonic() - started)
     producer.close()
     return rate
+
+
+def backlog(stats: dict[str, int]) -> tuple[int, int]:
+    """(produced but not yet acked, acked but not yet consumed): the data the clients hold at this moment."""
+    return (stats["produced"] - stats["acked"] - stats["failed"], max(0, stats["acked"] - stats["consumed"]))
 
 
 def client_hosts(clients: dict[str, object]) -> dict[int, str]:
@@ -139,6 +149,7 @@ def main() -> int:
         warmup = started + max(30.0, args.minutes * 6)
         next_sample = started
         samples: list[tuple[float, dict]] = []
+        backlogs: list[tuple[int, int]] = []
         cpu_before: dict[str, float] = {}
         last_sample_at = started
         while time.monotonic() < end:
@@ -147,7 +158,9 @@ def main() -> int:
                 samples.append((now - started, sample(exclude, client_hosts({"producer": producer,
                                                                             "consumer": consumer}))))
                 snap = samples[-1][1]
+                backlogs.append(backlog(stats))
                 print(f"t={now - started:6.0f}s produced={stats['produced']} consumed={stats['consumed']} "
+                      f"unacked={backlogs[-1][0]} unconsumed={backlogs[-1][1]} "
                       f"rss={sum(v[1] for v in snap.values()) / 1e6:.1f}MB fds={sum(v[2] for v in snap.values())}",
                       flush=True)
                 # Who was busy since the last sample (the broker too): a lag that comes with time shows here.
@@ -173,27 +186,33 @@ def main() -> int:
         deadline = time.monotonic() + 60
         while stats["consumed"] < stats["acked"] and time.monotonic() < deadline:
             time.sleep(0.2)
-        samples.append((time.monotonic() - started, sample(exclude, client_hosts({"producer": producer,
-                                                                                  "consumer": consumer}))))
+        hosts = client_hosts({"producer": producer, "consumer": consumer})
+        samples.append((time.monotonic() - started, sample(exclude, hosts)))
+        backlogs.append(backlog(stats))
+        time.sleep(TRIM_INTERVAL_S + 5)  # every host idle long enough to hand its free pages back
+        drained = sample(exclude, hosts)
         stop.set()
         reader.join(5)
-        base = next((snap for t, snap in samples if t >= warmup - started), samples[0][1])
-        last = samples[-1][1]
+        first = next((i for i, (t, _snap) in enumerate(samples) if t >= warmup - started), 0)
+        base = samples[first][1]
         print(f"\nproduced {stats['produced']}, acked {stats['acked']}, failed {stats['failed']}, "
               f"consumed {stats['consumed']}")
         # A leak grows from quarter to quarter; a high-water mark (prefetch filled while the consumer lagged,
         # allocator arenas kept) is reached once and stays.
-        after = [(t, snap) for t, snap in samples if t >= warmup - started]
-        quarters = [after[min(len(after) - 1, len(after) * q // 4)][1] for q in (1, 2, 3)]
-        print("| process | RSS after warm-up MB | at 1/4 | at 1/2 | at 3/4 | at end | growth MB | fds after warm-up "
-              "| fds at end |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for pid, (name, rss, fds) in sorted(last.items(), key=lambda item: item[1][0]):
+        after = list(range(first, len(samples)))
+        marks = [after[min(len(after) - 1, len(after) * q // 4)] for q in (1, 2, 3)] + [len(samples) - 1]
+        print("| process | RSS after warm-up MB | at 1/4 | at 1/2 | at 3/4 | at end | drained | growth MB "
+              "| fds after warm-up | fds drained |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for pid, (name, rss, fds) in sorted(drained.items(), key=lambda item: item[1][0]):
             if pid in base:
                 _, rss0, fds0 = base[pid]
-                marks = " | ".join(f"{q[pid][1] / 1e6:.1f}" if pid in q else "-" for q in quarters)
-                print(f"| {name} ({pid}) | {rss0 / 1e6:.1f} | {marks} | {rss / 1e6:.1f} | {(rss - rss0) / 1e6:+.1f} "
+                row = " | ".join(f"{samples[i][1][pid][1] / 1e6:.1f}" if pid in samples[i][1] else "-"
+                                 for i in marks)
+                print(f"| {name} ({pid}) | {rss0 / 1e6:.1f} | {row} | {rss / 1e6:.1f} | {(rss - rss0) / 1e6:+.1f} "
                       f"| {fds0} | {fds} |")
+        print("| backlog: unacked / unconsumed msgs | " + " | ".join(
+            f"{backlogs[i][0]:,} / {backlogs[i][1]:,}" for i in [first, *marks]) + " | 0 / 0 | | | |")
         producer.close()
         consumer.close()
     finally:

@@ -31,7 +31,7 @@ import zmq
 
 from .host import READY, SUPERVISOR_KEY, HostCore
 from .op import SUPERVISOR, Op
-from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint, remove_run_dir
+from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint, new_context, remove_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def _poll_within(poll_items: list, seconds: float) -> list:
 
 
 def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = False) -> int:
-    context = zmq.Context()
+    context = new_context()
     inbox = ZmqInbox(context, run_dir, key)
     outbox = ZmqOutbox(context, run_dir)
     core = HostCore(key, outbox.send, restarted=restarted)

@@ -27,7 +27,7 @@ from .process_control import ZmqControl
 from .queue import CallbackRegistry, OpQueue
 from .supervisor import Supervisor
 from .transport_inproc import InprocNetwork
-from .transport_zmq import ZmqInbox, ZmqOutbox, make_run_dir, remove_run_dir
+from .transport_zmq import ZmqInbox, ZmqOutbox, make_run_dir, new_context, remove_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class Runtime:
         self._init_state(p, [f"h{i}" for i in range(hosts)])
         try:
             if transport == "zmq":
-                p.context = zmq.Context()
+                p.context = new_context()
                 if run_dir is None:
                     p.run_dir = make_run_dir()
                 else:  # a shared runtime's (shared.py): made by its caller with the permissions it wants

@@ -47,7 +47,7 @@ from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_o
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
 from .supervisor import Supervisor
-from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint
+from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint, new_context
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class RuntimeServer:
             self.rt.preload(TOPPAR_HOST_PRELOAD, range(1, self.hosts + 1))
         else:
             self.rt.preload(DEFAULT_PRELOAD, [0])
-        self._context = zmq.Context()
+        self._context = new_context()
         self._ctl = self._context.socket(zmq.REP)
         self._ctl.setsockopt(zmq.LINGER, 0)
         self._ctl.bind(endpoint(d, CTL_KEY))
@@ -569,7 +569,7 @@ class AttachedRuntime(Runtime):
         p = _AttachedPlumbing()
         self._init_state(p, list(info["hosts"]))
         try:
-            p.context = zmq.Context()
+            p.context = new_context()
             control = RemoteControl(p.context, directory)
             p.control = control
             request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
@@ -723,7 +723,7 @@ def runtime_status(directory: str, timeout: float = CTL_TIMEOUT_S) -> dict:
     (namespace → members, actors, whether it is retired). ActorError(TERMINATED) if none runs there."""
     directory = os.path.abspath(directory)
     read_runtime_info(directory)
-    context = zmq.Context()
+    context = new_context()
     try:
         control = RemoteControl(context, directory)
         try:

@@ -42,7 +42,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from .host import FORGET_ENDPOINT, HOST_DOWN
+from .host import CONNECT_ENDPOINT, FORGET_ENDPOINT, HOST_DOWN
 from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
@@ -175,6 +175,7 @@ class RuntimeServer:
         self._ns_numbers = itertools.count(1)
         self._context: zmq.Context | None = None
         self._ctl: zmq.Socket | None = None
+        self._after_reply: list[Callable[[], Any]] = []  # work for after the answer to a request has left
 
     def start(self) -> None:
         d = self.directory
@@ -227,6 +228,8 @@ class RuntimeServer:
                 if sock is self._ctl:
                     request = msgpack.unpackb(self._ctl.recv(), raw=False)
                     self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+                    while self._after_reply:
+                        self._after_reply.pop(0)()
                 elif sock in self._relays:
                     self._relay(self._relays[sock])
             self.rt.poll(0)  # route the hosts' notices (children spawned, host deaths)
@@ -258,6 +261,11 @@ class RuntimeServer:
                     self.member_group[ns] = group
                     rt._plumbing.supervisor.member_group[ns] = group.ns
                     reply["group"] = group.ns
+                    # the group's actors and their hosts: the member's spawn of one of them (its main at least,
+                    # in a group that lingered or has other members) needs no request of its own
+                    reply["actors"] = {name: spec.host for name, spec in rt._plumbing.supervisor.specs.items()
+                                       if namespace_of(name) == group.ns}
+                self._after_reply.append(lambda: self._preconnect(app_name(ns)))
                 log.info("attached pid %s as %s%s", request["pid"], ns, f" in {reply['group']}" if key else "")
                 return reply
             if kind == "status":
@@ -296,6 +304,15 @@ class RuntimeServer:
             return {"error": exc.code, "message": exc.message}
         except (ValueError, TypeError, KeyError) as exc:
             return {"error": ErrorCode.BAD_OP, "message": f"{type(exc).__name__}: {exc}"}
+
+    def _preconnect(self, key: str) -> None:
+        """Connect to a new app's inbox now (relayed events, host deaths go there): the app binds it right after
+        this reply, and the socket retries its connection every few ms until then."""
+        p = self.rt._plumbing if self.rt is not None else None
+        if p is None or p.outbox is None:
+            return
+        with p.send_lock:
+            p.outbox.connect(key)
 
     def _detach(self, ns: str, why: str) -> None:
         self.clients.pop(ns, None)
@@ -432,11 +449,16 @@ class RemoteControl:
         sock.connect(self._address)
         return sock
 
-    def call(self, request: dict, timeout: float = CTL_TIMEOUT_S) -> dict:
+    def call(self, request: dict, timeout: float = CTL_TIMEOUT_S,
+             meanwhile: Callable[[], Any] | None = None) -> dict:
+        """Send ``request`` and wait for the server's answer; ``meanwhile()`` runs between the two (work of the
+        caller's that does not need the answer, done while the server serves the request)."""
         with self._lock:
             if self._socket is None:
                 raise ActorError(ErrorCode.CLOSED, "detached from the shared runtime")
             self._socket.send(msgpack.packb(request, use_bin_type=True))
+            if meanwhile is not None:
+                meanwhile()
             if not self._socket.poll(int(timeout * 1000)):
                 self._socket.close(linger=0)  # a REQ socket without its reply cannot ask again
                 self._socket = self._connect()
@@ -457,10 +479,13 @@ class RemoteSupervisor:
     """What Runtime needs of a Supervisor, with the server's supervisor doing the spawning."""
 
     def __init__(self, control: RemoteControl, ns: str, host_keys: list[str],
-                 member_factories: Iterable[str] = ()) -> None:
+                 member_factories: Iterable[str] = (), group_actors: dict[str, str] | None = None) -> None:
         self.control = control
         self.ns = ns
         self.member_factories = frozenset(member_factories)  # group actors that want MEMBER_LEFT
+        #: the group's actors when this app attached (full name -> host): they live as long as the group, which
+        #: lives while this app is a member, so spawning one of them asks the server nothing
+        self.group_actors = dict(group_actors or {})
         self.host_keys = list(host_keys)
         self.specs: dict[str, Any] = {}
         self.down_hosts: set[str] = set()
@@ -480,6 +505,11 @@ class RemoteSupervisor:
             raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
         if host in self.down_hosts:
             raise ActorError(ErrorCode.DEAD_ACTOR, f"host {host} is restarting")
+        known = self.group_actors.get(name)
+        if known is not None:  # the server would answer with its host (``_spawn_shared``)
+            with self._lock:
+                self.specs[name] = _Spec(name, known, parent)
+            return
         reply = self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory,
                                    "args": args or {}, "host": host, "parent": parent, "timeout": timeout,
                                    "member_notices": factory in self.member_factories}, timeout + 1.0)
@@ -520,6 +550,7 @@ class _AttachedPlumbing(_Plumbing):
     def __init__(self) -> None:
         super().__init__("zmq")
         self.inbox_path: str | None = None
+        self.ns: str | None = None  # the namespace the server gave this app, once it answered the attach
 
     def close(self, timeout: float = 5.0) -> None:
         self.closing = True
@@ -534,8 +565,9 @@ class _AttachedPlumbing(_Plumbing):
                 if self.supervisor is not None:
                     self.supervisor.closing.set()
                 if isinstance(self.control, RemoteControl):
-                    with contextlib.suppress(ActorError, zmq.ZMQError):
-                        self.control.call({"op": "detach", "ns": self.supervisor.ns}, timeout=min(timeout, 2.0))
+                    if self.ns is not None:  # None: the attach itself failed, there is nothing to detach
+                        with contextlib.suppress(ActorError, zmq.ZMQError):
+                            self.control.call({"op": "detach", "ns": self.ns}, timeout=min(timeout, 2.0))
                     self.control.close()
                 with self.send_lock:
                     if self.outbox is not None:
@@ -568,6 +600,21 @@ class AttachedRuntime(Runtime):
         info = read_runtime_info(directory)
         p = _AttachedPlumbing()
         self._init_state(p, list(info["hosts"]))
+        self.directory = directory
+        self.server_pid = int(info["pid"])
+        self._qualified: dict[str, str] = {}
+        self.lost = False
+        #: called (on the watcher thread) once the server is gone, after the monitors were told
+        self.on_lost: Callable[[], Any] | None = None
+        self._attached = threading.Event()  # the attach is over (done or failed): the watcher may act
+        self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
+        known_run_dir = info.get("run_dir")
+
+        def meanwhile() -> None:  # while the server serves the attach: what does not need its answer
+            if known_run_dir:
+                self._connect_hosts()
+            self._watcher.start()  # Thread.start() waits for the thread to run: on a busy machine, ms
+
         try:
             p.context = zmq.Context()
             control = RemoteControl(p.context, directory)
@@ -575,30 +622,44 @@ class AttachedRuntime(Runtime):
             request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
             if group:
                 request["group"] = group
-            reply = control.call(request, timeout)
-            self.ns = ns = str(reply["ns"])
+            if known_run_dir:
+                p.outbox = ZmqOutbox(p.context, str(known_run_dir))
+            reply = control.call(request, timeout, meanwhile=meanwhile)
+            self.ns = p.ns = ns = str(reply["ns"])
             #: the shared group this app is a member of (its actors' namespace), or None
             self.group: str | None = str(reply["group"]) if reply.get("group") else None
             self._actor_ns = self.group or ns
             self._factories = dict(factories or {}) if self.group else {}
             self._app = app_name(ns)
             self.server_pid = int(reply["pid"])
-            self.directory = directory
             self._shared_run_dir = run_dir = str(reply["run_dir"])
             p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
             p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
-            p.outbox = ZmqOutbox(p.context, run_dir)
-            p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values())
+            if p.outbox is None or run_dir != known_run_dir:
+                if p.outbox is not None:
+                    p.outbox.close()
+                p.outbox = ZmqOutbox(p.context, run_dir)
+                self._connect_hosts()
+            # the hosts connect to the inbox now, not when their first reply to this app is ready
+            for key in self.host_keys:
+                p.outbox.send(key, [Op(CONNECT_ENDPOINT, {"key": self._app}, target=HOST_CONTROL)])
+            p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values(),
+                                            reply.get("actors"))
         except BaseException:
             p.close(timeout=1.0)
+            self._attached.set()
             raise
-        self._qualified: dict[str, str] = {}
-        self.lost = False
-        #: called (on the watcher thread) once the server is gone, after the monitors were told
-        self.on_lost: Callable[[], Any] | None = None
-        self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
-        self._watcher.start()
+        self._attached.set()
         self.attach_seconds = time.perf_counter() - started
+
+    def _connect_hosts(self) -> None:
+        """A socket to every host of the runtime, made while the attach request is served: ZeroMQ's connection
+        handshake (a few hops between this process's and the host's I/O threads) is over before the first op
+        (a metadata request, the first produce) is sent, instead of that op waiting for it."""
+        outbox = self._plumbing.outbox
+        assert outbox is not None
+        for key in self.host_keys:
+            outbox.connect(key)
 
     @property
     def run_dir(self) -> str | None:
@@ -681,25 +742,20 @@ class AttachedRuntime(Runtime):
             queue.enqueue(Op(ACTORS_DOWN, dict(notice), target=APP, qid=queue.qid))
 
     def _watch_server(self) -> None:
+        """The watcher thread (started while the attach is served): once the server's process is gone, fail
+        what waits on its hosts and tell the monitors."""
         p = self._plumbing
-        try:
-            fd = os.pidfd_open(self.server_pid)
-        except (AttributeError, OSError):
-            fd = None
-        try:
-            while not p.closing:
-                if fd is not None:
-                    if select.select([fd], [], [], 0.25)[0]:
-                        break
-                else:
-                    time.sleep(0.25)
-                    if not _pid_alive(self.server_pid):
-                        break
-        finally:
-            if fd is not None:
-                os.close(fd)
-        if p.closing:
-            return
+        while True:
+            pid = self.server_pid
+            if not self._wait_for_exit(pid):
+                return  # the client closed
+            self._attached.wait()
+            if p.closing:
+                return
+            if self.server_pid == pid:
+                break
+            # runtime.json named a server that stopped; the attach was answered by the one that replaced it
+
         self.lost = True
         log.error("the shared runtime at %s (pid %d) stopped", self.directory, self.server_pid)
         self._remote_down({"host": "*", "names": list(p.supervisor.specs), "restarts": 1, "exitcode": None})
@@ -710,6 +766,27 @@ class AttachedRuntime(Runtime):
                 log.exception("the shared runtime's loss handler failed")
         with self._cond:
             self._cond.notify_all()
+
+    def _wait_for_exit(self, pid: int) -> bool:
+        """Wait until process ``pid`` exits (True) or this client closes (False)."""
+        p = self._plumbing
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            fd = None
+        try:
+            while not p.closing:
+                if fd is not None:
+                    if select.select([fd], [], [], 0.25)[0]:
+                        return True
+                else:
+                    time.sleep(0.25)
+                    if not _pid_alive(pid):
+                        return True
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return False
 
     def _route_key(self, name: str) -> str:
         if self.lost:

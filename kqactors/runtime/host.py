@@ -277,10 +277,11 @@ class HostCore:
         if slot is None:
             if target in self._stopped:
                 self._undeliverable(op, ErrorCode.DEAD_ACTOR, f"{target} has stopped", expected=True)
-            elif self.restarted and op.sender != APP:
+            elif self.restarted and op.sender != APP and not is_ns_app(op.sender or ""):
                 # Most likely sent to the dead predecessor of ``target`` (a toppar's Produce to a broker actor of
                 # a killed main): replayed to the actor main spawns again it would be sent twice (the toppar
                 # retries what the dead one held). The sender learns it was not delivered, as before a restart.
+                # An app's op (a private or an attached one's) is new: its SPAWN may be on its way (below).
                 self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on restarted "
                                                                  f"{self.host_key}")
             else:

@@ -57,12 +57,22 @@ RUN_SUBDIR = "rt"
 HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
 CTL_TIMEOUT_S = 10.0
 PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
-# Modules the server's hosts import at start, so a client's first spawns cost no import: the main host runs
-# mains and broker connections, the toppar hosts the toppars (a host imports only its own: the broker
-# connection's modules cost a toppar host ~9 MiB it never uses). With no toppar host, host 0 imports both.
-MAIN_HOST_PRELOAD = ("kqactors.actors.main", "kqactors.actors.broker.actor", "kqactors.actors.log")
-TOPPAR_HOST_PRELOAD = ("kqactors.actors.toppar", "kqactors.actors.shared_toppar", "kqactors.actors.log")
-DEFAULT_PRELOAD = MAIN_HOST_PRELOAD + TOPPAR_HOST_PRELOAD[:2]
+# Modules the server's hosts import at start, so a client's first spawns and first requests cost no import: the
+# main host runs mains (a producer's, a consumer's and its group) and broker connections (their fetch part too),
+# the toppar hosts the toppars (a host imports only its own: the broker connection's modules cost a toppar host
+# ~9 MiB it never uses). With no toppar host, host 0 imports both. A private client's hosts load the request
+# kinds' tables on first use (protocol/requests.py: a producer never pays for Fetch's); a runtime serves every
+# kind of client, so it loads them before the first one comes (paid once per machine).
+REQUEST_TABLES = tuple(f"kqactors.protocol.generated.{kind}" for kind in (
+    "metadata", "produce", "fetch", "list_offsets", "find_coordinator", "join_group", "sync_group", "heartbeat",
+    "leave_group", "offset_commit", "offset_fetch", "consumer_group_heartbeat", "consumer_protocol"))
+MAIN_HOST_PRELOAD = ("kqactors.actors.main", "kqactors.actors.broker.actor", "kqactors.actors.log",
+                     "kqactors.actors.consumer_main", "kqactors.actors.cgrp", "kqactors.actors.broker.source",
+                     "kqactors.core.group.assignors.range", "kqactors.core.group.assignors.roundrobin",
+                     *REQUEST_TABLES)
+TOPPAR_HOST_PRELOAD = ("kqactors.actors.toppar", "kqactors.actors.shared_toppar", "kqactors.actors.ctoppar",
+                       "kqactors.actors.log")
+DEFAULT_PRELOAD = MAIN_HOST_PRELOAD + TOPPAR_HOST_PRELOAD[:3]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -286,7 +296,8 @@ class RuntimeServer:
                 if namespace_of(name) != ns or namespace_of(parent) != ns:
                     return {"error": ErrorCode.SPAWN_FAILED, "message": f"{name} is outside namespace {ns}"}
                 host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
-                                parent=parent, timeout=float(request.get("timeout", 30.0)))
+                                parent=parent, timeout=float(request.get("timeout", 30.0)),
+                                wait=bool(request.get("wait", True)))
                 return {"host": host}
             if kind == "stop":
                 name = str(request["name"])
@@ -358,7 +369,8 @@ class RuntimeServer:
         if spec is not None:
             return {"host": spec.host, "shared": True}
         host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
-                        parent=app_name(group.ns), timeout=float(request.get("timeout", 30.0)))
+                        parent=app_name(group.ns), timeout=float(request.get("timeout", 30.0)),
+                        wait=bool(request.get("wait", True)))
         return {"host": host}
 
     def _leave_group(self, group: _Group, ns: str) -> None:
@@ -499,8 +511,9 @@ class RemoteSupervisor:
 
     def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float,
               wait: bool = True) -> None:
-        """The runtime server spawns it and answers (``wait`` is accepted for the Supervisor's signature: an
-        attached client always waits, the server's hosts are up already)."""
+        """The runtime server spawns it and answers. ``wait=False`` as the Supervisor's: the server answers once it
+        has sent the host the SPAWN, not once the host has made the actor (ops sent to it meanwhile wait on the
+        host; a failure is only logged there)."""
         if name in self.specs:
             raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
         if host in self.down_hosts:
@@ -512,7 +525,7 @@ class RemoteSupervisor:
             return
         reply = self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory,
                                    "args": args or {}, "host": host, "parent": parent, "timeout": timeout,
-                                   "member_notices": factory in self.member_factories}, timeout + 1.0)
+                                   "wait": wait, "member_notices": factory in self.member_factories}, timeout + 1.0)
         host = str(reply.get("host") or host)  # a group actor another member spawned runs where it runs
         with self._lock:
             self.specs[name] = _Spec(name, host, parent)

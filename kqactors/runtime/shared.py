@@ -158,6 +158,10 @@ class _Group:
         self.listeners: set[str] = set()
         self.relayed = 0
         self.empty_since: float | None = None  # monotonic time its last member left (``group_linger``)
+        #: op types whose latest relayed payload per ``payload["topic"]`` a member gets at its attach (the members
+        #: name them: the runtime knows no op's meaning), and those payloads
+        self.replay_types: set[str] = set()
+        self.replayed: dict[tuple[str, Any], Any] = {}
 
 
 class RuntimeServer:
@@ -268,6 +272,7 @@ class RuntimeServer:
                     group = self.groups.get(str(key)) or self._new_group(str(key))
                     group.members.add(ns)
                     group.empty_since = None
+                    group.replay_types.update(str(kind) for kind in request.get("replay") or ())
                     self.member_group[ns] = group
                     rt._plumbing.supervisor.member_group[ns] = group.ns
                     reply["group"] = group.ns
@@ -275,6 +280,9 @@ class RuntimeServer:
                     # in a group that lingered or has other members) needs no request of its own
                     reply["actors"] = {name: spec.host for name, spec in rt._plumbing.supervisor.specs.items()
                                        if namespace_of(name) == group.ns}
+                    # what the group's actors told every member so far (a topic's partition count): the new member
+                    # knows it from the start instead of asking
+                    reply["replay"] = [[kind, payload] for (kind, _), payload in group.replayed.items()]
                 self._after_reply.append(lambda: self._preconnect(app_name(ns)))
                 log.info("attached pid %s as %s%s", request["pid"], ns, f" in {reply['group']}" if key else "")
                 return reply
@@ -408,6 +416,10 @@ class RuntimeServer:
         assert rt is not None
         for ops in group.relay.recv_batches():
             group.relayed += len(ops)
+            if group.replay_types:
+                for op in ops:
+                    if op.type in group.replay_types and isinstance(op.payload, dict):
+                        group.replayed[(op.type, op.payload.get("topic"))] = op.payload
             if self.groups.get(group.key) is group and any(
                     isinstance(op.payload, dict) and op.payload.get("fatal") for op in ops):
                 # A fatal error (a fenced producer id): the group ends with its members; a client that attaches
@@ -604,10 +616,12 @@ class AttachedRuntime(Runtime):
 
     ``group``: join the shared group of that key (its actors serve every app that attaches with the same key;
     this app's actor names resolve to the group's, its inbox stays its own). ``factories``: in a group, the
-    factory spawned instead of a given one (a member-aware actor, told of members that leave)."""
+    factory spawned instead of a given one (a member-aware actor, told of members that leave). ``replay``: op
+    types the group's actors send to every member whose latest payload per topic this app gets at its attach
+    (``replayed``)."""
 
     def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S, group: str | None = None,
-                 factories: dict[str, str] | None = None) -> None:
+                 factories: dict[str, str] | None = None, replay: Iterable[str] = ()) -> None:
         started = time.perf_counter()
         directory = os.path.abspath(directory)
         info = read_runtime_info(directory)
@@ -635,6 +649,9 @@ class AttachedRuntime(Runtime):
             request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
             if group:
                 request["group"] = group
+                replay = list(replay)
+                if replay:
+                    request["replay"] = replay
             if known_run_dir:
                 p.outbox = ZmqOutbox(p.context, str(known_run_dir))
             reply = control.call(request, timeout, meanwhile=meanwhile)
@@ -645,6 +662,9 @@ class AttachedRuntime(Runtime):
             self._factories = dict(factories or {}) if self.group else {}
             self._app = app_name(ns)
             self.server_pid = int(reply["pid"])
+            #: (op type, payload) of what the group's actors told its members before this app attached, for the op
+            #: types named in ``replay`` (the latest per topic)
+            self.replayed: list[tuple[str, Any]] = [(str(kind), payload) for kind, payload in reply.get("replay") or ()]
             self._shared_run_dir = run_dir = str(reply["run_dir"])
             p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
             p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]

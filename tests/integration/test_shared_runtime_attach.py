@@ -1,6 +1,6 @@
 """Attaching to a shared runtime (kqactors/runtime/shared.py) without waits a running runtime can spare: the app
 and the hosts are connected both ways before the app's first op, a member of a group whose actors exist asks the
-server nothing beyond the attach, a spawn not waited for is answered before the host has made the actor, the
+server nothing beyond the attach (and no metadata for a topic the group serves), a spawn not waited for is answered before the host has made the actor, the
 hosts hold every request kind's tables before the first client, and an attach the server never answers fails
 with TIMED_OUT."""
 
@@ -18,6 +18,7 @@ from support.waiting import wait_until
 from zmq.utils.monitor import recv_monitor_message
 
 from kqactors import Producer
+from kqactors.client.handle import handle as handle_module
 from kqactors.runtime import shared
 from kqactors.runtime.op import ActorError, ErrorCode, Op
 from kqactors.runtime.shared import AttachedRuntime, runtime_status
@@ -124,7 +125,7 @@ def test_a_spawn_not_waited_for_is_answered_before_the_host_made_the_actor(runti
         rt.close()
 
 
-def test_a_group_member_whose_actors_exist_asks_the_server_only_to_attach(runtime, mock_cluster, unique_topic,
+def test_a_group_member_whose_actors_and_topic_exist_asks_nothing_but_the_attach(runtime, mock_cluster, unique_topic,
                                                                         monkeypatch) -> None:
     directory, _ = runtime
     conf = {"bootstrap.servers": mock_cluster.bootstrap, "kqactors.runtime.dir": directory, "linger.ms": 0}
@@ -140,6 +141,14 @@ def test_a_group_member_whose_actors_exist_asks_the_server_only_to_attach(runtim
             return call(self, request, *args, **kwargs)
 
         monkeypatch.setattr(shared.RemoteControl, "call", recorded)
+        lookups: list = []
+        lookup = handle_module.request_metadata
+
+        def recorded_lookup(runtime, topics, *args, **kwargs):
+            lookups.append(topics)
+            return lookup(runtime, topics, *args, **kwargs)
+
+        monkeypatch.setattr(handle_module, "request_metadata", recorded_lookup)
         second = Producer(conf)
         try:
             reports: list = []
@@ -147,6 +156,7 @@ def test_a_group_member_whose_actors_exist_asks_the_server_only_to_attach(runtim
             assert second.flush(30) == 0
             assert reports == [None]
             assert asked == ["attach"]  # its main and its toppar are the group's: nothing to spawn
+            assert lookups == []  # the group's partition count for the topic came with the attach
         finally:
             second.close()
     finally:

@@ -21,6 +21,10 @@ extensions built), run alternately with the others, so a change is measured befo
 With ``kqactors-shared`` among the clients it adds ``kqactors-shared-LABEL`` too: attached to a shared runtime of
 its own, started from PATH as well (the runtime and the app both from the other checkout).
 
+``--same-topic``: each client's runs produce to one topic of its own, created once (a script run again and again),
+instead of a new topic per run: with ``--shared-linger`` a kqactors-shared run finds the topic known to the
+runtime's group (its partition count comes with the attach, its toppar runs).
+
 ``--breakdown N``: N extra kqactors runs (producer only) under ``strace -f``, each printed as a table of where
 the first delivery report's time goes (benchmarks/startup_breakdown.py).
 
@@ -155,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-hosts", type=int, default=0, help="toppar hosts of kqactors-shared's runtime")
     parser.add_argument("--shared-linger", type=float, default=0.0,
                         help="kqactors-shared's runtime keeps a producer group this many seconds after its last client")
+    parser.add_argument("--same-topic", action="store_true",
+                        help="each client produces to one topic of its own in every run (created once)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
                         help="also run kqactors imported from PATH, as client kqactors-LABEL")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
@@ -182,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--breakdown needs strace on PATH")
     runs: dict[str, list[dict]] = {client: [] for client in clients}
     runtimes: dict[str, SharedRuntime] = {}  # shared client -> the runtime it attaches to
+    topics: dict[str, str] = {}  # client -> its one topic (--same-topic)
     try:
         if args.repeats:
             for client in clients:
@@ -190,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         with broker_for_run(args.bootstrap, "mock") as broker:
             for repeat in range(args.repeats):
                 for client in clients:  # alternating, so drift in the machine's load hits both alike
-                    topic = f"startup-{client}-{uuid.uuid4().hex[:8]}"
-                    broker.create_topic(topic, 1)
+                    topic = topics.get(client) or f"startup-{client}-{uuid.uuid4().hex[:8]}"
+                    if topic not in topics.values():
+                        broker.create_topic(topic, 1)
+                    if args.same_topic:
+                        topics[client] = topic
                     result = run_once(client, broker.bootstrap, topic, runtimes.get(client), trees.get(client))
                     runs[client].append(result)
                     shared = (f"  runtime rss {result['runtime_rss_mb']:.0f} pss {result['runtime_pss_mb']:.0f} MiB"

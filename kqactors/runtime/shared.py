@@ -32,6 +32,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import select
 import signal
 import threading
@@ -43,7 +44,7 @@ import msgpack
 import zmq
 
 from .host import CONNECT_ENDPOINT, FORGET_ENDPOINT, HOST_DOWN
-from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_of, qualify, strip
+from .namespace import GROUP_MARK, MEMBER_LEFT, NS_MARK, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
 from .supervisor import Supervisor
@@ -56,6 +57,7 @@ CTL_KEY = "ctl"
 RUN_SUBDIR = "rt"
 HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
 CTL_TIMEOUT_S = 10.0
+_PROPOSALS = itertools.count(1)  # an attaching app's namespace proposals: _ns<pid>x<n>
 PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
 # Modules the server's hosts import at start, so a client's first spawns and first requests cost no import: the
 # main host runs mains (a producer's, a consumer's and its group) and broker connections (their fetch part too),
@@ -263,7 +265,10 @@ class RuntimeServer:
         kind = request.get("op")
         try:
             if kind == "attach":
-                ns = f"_ns{next(self._ns_numbers)}"
+                ns = str(request.get("ns") or "")
+                # the app's own proposal (bound already): its pid's, and not taken by a dead process of that pid
+                if not re.fullmatch(rf"{NS_MARK}{int(request['pid'])}x\d{{1,9}}", ns) or ns in self.clients:
+                    ns = f"_ns{next(self._ns_numbers)}"
                 self.clients[ns] = int(request["pid"])
                 rt._plumbing.supervisor.namespaces.add(ns)
                 reply = {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
@@ -636,17 +641,21 @@ class AttachedRuntime(Runtime):
         self._attached = threading.Event()  # the attach is over (done or failed): the watcher may act
         self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
         known_run_dir = info.get("run_dir")
+        # This app's namespace, proposed: made of its pid, so no live app has it, and its inbox is bound while the
+        # server serves the attach (the server gives another one if a dead process of this pid still holds it)
+        proposal = f"{NS_MARK}{os.getpid()}x{next(_PROPOSALS)}"
 
         def meanwhile() -> None:  # while the server serves the attach: what does not need its answer
             if known_run_dir:
                 self._connect_hosts()
+                self._bind_inbox(str(known_run_dir), proposal)
             self._watcher.start()  # Thread.start() waits for the thread to run: on a busy machine, ms
 
         try:
             p.context = zmq.Context()
             control = RemoteControl(p.context, directory)
             p.control = control
-            request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
+            request: dict[str, Any] = {"op": "attach", "pid": os.getpid(), "ns": proposal}
             if group:
                 request["group"] = group
                 replay = list(replay)
@@ -666,16 +675,19 @@ class AttachedRuntime(Runtime):
             #: types named in ``replay`` (the latest per topic)
             self.replayed: list[tuple[str, Any]] = [(str(kind), payload) for kind, payload in reply.get("replay") or ()]
             self._shared_run_dir = run_dir = str(reply["run_dir"])
-            p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
-            p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
             if p.outbox is None or run_dir != known_run_dir:
                 if p.outbox is not None:
                     p.outbox.close()
                 p.outbox = ZmqOutbox(p.context, run_dir)
                 self._connect_hosts()
-            # the hosts connect to the inbox now, not when their first reply to this app is ready
-            for key in self.host_keys:
-                p.outbox.send(key, [Op(CONNECT_ENDPOINT, {"key": self._app}, target=HOST_CONTROL)])
+            if p.inbox is None or ns != proposal or run_dir != known_run_dir:  # not the one bound meanwhile
+                if p.inbox is not None:
+                    p.inbox.close()
+                    with contextlib.suppress(OSError):
+                        os.unlink(p.inbox_path or "")
+                    for key in self.host_keys:  # they were told to connect to it: they would retry for ever
+                        p.outbox.send(key, [Op(FORGET_ENDPOINT, {"key": app_name(proposal)}, target=HOST_CONTROL)])
+                self._bind_inbox(run_dir, ns)
             p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values(),
                                             reply.get("actors"))
         except BaseException:
@@ -684,6 +696,16 @@ class AttachedRuntime(Runtime):
             raise
         self._attached.set()
         self.attach_seconds = time.perf_counter() - started
+
+    def _bind_inbox(self, run_dir: str, ns: str) -> None:
+        """Bind this app's inbox and have every host connect to it now, not when its first reply to this app is
+        ready (CONNECT_ENDPOINT)."""
+        p = self._plumbing
+        assert p.context is not None and p.outbox is not None
+        p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
+        p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
+        for key in self.host_keys:
+            p.outbox.send(key, [Op(CONNECT_ENDPOINT, {"key": app_name(ns)}, target=HOST_CONTROL)])
 
     def _connect_hosts(self) -> None:
         """A socket to every host of the runtime, made while the attach request is served: ZeroMQ's connection

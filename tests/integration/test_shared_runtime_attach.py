@@ -172,3 +172,30 @@ def test_an_attach_the_server_does_not_answer_fails_with_timed_out(runtime) -> N
         assert raised.value.code == ErrorCode.TIMED_OUT
     finally:
         os.kill(server.pid, signal.SIGCONT)
+
+
+def test_an_app_proposes_its_namespace_and_gets_another_if_it_is_not_its_own_or_taken(runtime) -> None:
+    directory, _ = runtime
+    first = AttachedRuntime(directory)
+    second = AttachedRuntime(directory)  # the same process: another proposal
+    try:
+        pid = os.getpid()
+        assert first.ns.startswith(f"_ns{pid}x") and second.ns.startswith(f"_ns{pid}x") and first.ns != second.ns
+        assert set(runtime_status(directory)["clients"]) >= {first.ns, second.ns}
+        context = zmq.Context()
+        control = shared.RemoteControl(context, directory)
+        try:
+            taken = control.call({"op": "attach", "pid": pid, "ns": first.ns})["ns"]  # a dead namesake's, say
+            foreign = control.call({"op": "attach", "pid": pid, "ns": f"_ns{pid + 1}x1"})["ns"]  # not its pid's
+            assert taken not in (first.ns, second.ns) and not taken.startswith(f"_ns{pid}x")
+            assert not foreign.startswith(f"_ns{pid + 1}x")
+            for ns in (taken, foreign):
+                control.call({"op": "detach", "ns": ns})
+        finally:
+            control.close()
+            context.term()
+        first.spawn("echo", ECHO, host=0)  # the proposed inbox works: the reply reaches it
+        assert first.request("echo", Op("ECHO", "x"), timeout=30).payload == "x"
+    finally:
+        second.close()
+        first.close()

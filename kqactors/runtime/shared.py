@@ -26,6 +26,7 @@ MEMBER_LEFT op when a member detaches or dies.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import grp
 import itertools
@@ -639,7 +640,6 @@ class AttachedRuntime(Runtime):
         #: called (on the watcher thread) once the server is gone, after the monitors were told
         self.on_lost: Callable[[], Any] | None = None
         self._attached = threading.Event()  # the attach is over (done or failed): the watcher may act
-        self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
         known_run_dir = info.get("run_dir")
         # This app's namespace, proposed: made of its pid, so no live app has it, and its inbox is bound while the
         # server serves the attach (the server gives another one if a dead process of this pid still holds it)
@@ -649,7 +649,9 @@ class AttachedRuntime(Runtime):
             if known_run_dir:
                 self._connect_hosts()
                 self._bind_inbox(str(known_run_dir), proposal)
-            self._watcher.start()  # Thread.start() waits for the thread to run: on a busy machine, ms
+            # A daemon thread of the low-level kind: threading's Thread.start() waits until the new thread runs,
+            # which on a busy machine is milliseconds of an attach
+            _thread.start_new_thread(self._watch_server, ())
 
         try:
             p.context = zmq.Context()

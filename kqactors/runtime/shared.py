@@ -2,8 +2,9 @@
 SharedSupervisor) and in the apps that attach to it (AttachedRuntime). Owns the shared runtime: one set of
 actor hosts serving many client processes on one host, each in its own namespace (namespace.py).
 
-DIR holds ``runtime.json`` (the server's pid and host keys), ``ctl.sock`` (a REP socket: attach, spawn, stop,
-preload, detach) and ``rt/`` (the hosts' and the attached apps' ipc inboxes). DIR is 0700, or 0770 with a
+DIR holds ``runtime.json`` (the server's pid and host keys), ``ctl.sock`` (a unix stream socket, one
+length-prefixed msgpack request and answer at a time per connection: attach, spawn, stop, preload, detach,
+status) and ``rt/`` (the hosts' and the attached apps' ipc inboxes). DIR is 0700, or 0770 with a
 group (the sockets too, through the umask): the file system decides who may attach. An attached app binds
 its own inbox ``rt/_ns<N>_app.sock``, asks the server to spawn its actors (the server's supervisor keeps their
 specs and restarts them with their host), and then talks to its actors on the hosts directly, as a private
@@ -36,6 +37,7 @@ import os
 import re
 import select
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -58,6 +60,7 @@ CTL_KEY = "ctl"
 RUN_SUBDIR = "rt"
 HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
 CTL_TIMEOUT_S = 10.0
+CTL_READ_TIMEOUT_S = 2.0  # the server's longest wait for the rest of a request it started reading
 _PROPOSALS = itertools.count(1)  # an attaching app's namespace proposals: _ns<pid>x<n>
 PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
 # Modules the server's hosts import at start, so a client's first spawns and first requests cost no import: the
@@ -86,6 +89,40 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _ctl_path(directory: str) -> str:
+    return endpoint(directory, CTL_KEY)[len("ipc://"):]
+
+
+def _write_frame(sock: socket.socket, message: Any) -> None:
+    """One control message: its length (4 bytes, big-endian) and its msgpack body."""
+    body = msgpack.packb(message, use_bin_type=True)
+    sock.sendall(len(body).to_bytes(4, "big") + body)
+
+
+def _read_frame(sock: socket.socket) -> bytes | None:
+    """One control message's body; None when the peer closed the connection between messages. Raises
+    TimeoutError (the socket's timeout) or ValueError (the peer closed it mid-message)."""
+    head = _read_exactly(sock, 4)
+    if head is None:
+        return None
+    body = _read_exactly(sock, int.from_bytes(head, "big"))
+    if body is None:
+        raise ValueError("the control connection closed mid-message")
+    return body
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = sock.recv(size)
+    if not data:
+        return None
+    while len(data) < size:
+        more = sock.recv(size - len(data))
+        if not more:
+            raise ValueError("the control connection closed mid-message")
+        data += more
+    return data
 
 
 def read_runtime_info(directory: str) -> dict:
@@ -191,7 +228,8 @@ class RuntimeServer:
         self.stopping = threading.Event()
         self._ns_numbers = itertools.count(1)
         self._context: zmq.Context | None = None
-        self._ctl: zmq.Socket | None = None
+        self._ctl: socket.socket | None = None
+        self._connections: dict[int, socket.socket] = {}  # fd -> an app's control connection
         self._after_reply: list[Callable[[], Any]] = []  # work for after the answer to a request has left
 
     def start(self) -> None:
@@ -225,9 +263,12 @@ class RuntimeServer:
         else:
             self.rt.preload(DEFAULT_PRELOAD, [0])
         self._context = zmq.Context()
-        self._ctl = self._context.socket(zmq.REP)
-        self._ctl.setsockopt(zmq.LINGER, 0)
-        self._ctl.bind(endpoint(d, CTL_KEY))
+        self._ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ctl_path = _ctl_path(d)
+        with contextlib.suppress(OSError):
+            os.unlink(ctl_path)  # a dead runtime's
+        self._ctl.bind(ctl_path)
+        self._ctl.listen(64)
         tmp = info_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump({"pid": os.getpid(), "hosts": self.rt.host_keys, "toppar_hosts": self.hosts,
@@ -238,15 +279,18 @@ class RuntimeServer:
         """Serve attach/spawn/stop requests and watch attached apps until ``stopping`` is set (SIGTERM)."""
         assert self.rt is not None and self._ctl is not None
         poller = self._poller = zmq.Poller()
-        poller.register(self._ctl, zmq.POLLIN)
+        listener = self._ctl.fileno()
+        poller.register(listener, zmq.POLLIN)
         next_check = time.monotonic() + PID_CHECK_S
         while not self.stopping.is_set():
             for sock, _ in poller.poll(20):
-                if sock is self._ctl:
-                    request = msgpack.unpackb(self._ctl.recv(), raw=False)
-                    self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
-                    while self._after_reply:
-                        self._after_reply.pop(0)()
+                if sock == listener:
+                    conn, _ = self._ctl.accept()
+                    conn.settimeout(CTL_READ_TIMEOUT_S)  # a client that stalls mid-request cannot stall the server
+                    self._connections[conn.fileno()] = conn
+                    poller.register(conn.fileno(), zmq.POLLIN)
+                elif isinstance(sock, int) and sock in self._connections:
+                    self._serve_connection(poller, self._connections[sock])
                 elif sock in self._relays:
                     self._relay(self._relays[sock])
             self.rt.poll(0)  # route the hosts' notices (children spawned, host deaths)
@@ -259,6 +303,22 @@ class RuntimeServer:
                 for group in list(self._relays.values()):
                     if group.empty_since is not None and now - group.empty_since >= self.group_linger:
                         self._stop_group(group)
+
+    def _serve_connection(self, poller: zmq.Poller, conn: socket.socket) -> None:
+        """One request of an app's control connection and its answer; a closed or broken connection is dropped."""
+        try:
+            request = _read_frame(conn)
+            if request is not None:
+                _write_frame(conn, self._serve(msgpack.unpackb(request, raw=False)))
+        except (OSError, ValueError) as exc:
+            log.info("a control connection failed: %s", exc)
+            request = None
+        if request is None:
+            poller.unregister(conn.fileno())
+            self._connections.pop(conn.fileno(), None)
+            conn.close()
+        while self._after_reply:
+            self._after_reply.pop(0)()
 
     def _serve(self, request: dict) -> dict:
         rt = self.rt
@@ -440,8 +500,11 @@ class RuntimeServer:
         for group in list(self.groups.values()):
             group.relay.close()
         self.groups.clear()
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
         if self._ctl is not None:
-            self._ctl.close(linger=0)
+            self._ctl.close()
         if self._context is not None:
             self._context.term()
         if self.rt is not None:
@@ -465,18 +528,22 @@ class RuntimeServer:
 
 # ---- the attached app's side -------------------------------------------------------------------------------
 class RemoteControl:
-    """The attached app's REQ socket to the server (one request at a time, bounded by a timeout)."""
+    """The attached app's control connection to the server: one request at a time, bounded by a timeout. A plain
+    unix stream socket: connecting is one system call, where a ZeroMQ socket's first request waited for its
+    connection's handshake (several hops between the two processes' I/O threads: most of an attach)."""
 
-    def __init__(self, context: zmq.Context, directory: str) -> None:
-        self._context = context
-        self._address = endpoint(directory, CTL_KEY)
+    def __init__(self, directory: str) -> None:
+        self._address = _ctl_path(directory)
         self._lock = threading.Lock()
-        self._socket = self._connect()
+        self._socket: socket.socket | None = self._connect()
 
-    def _connect(self) -> zmq.Socket:
-        sock = self._context.socket(zmq.REQ)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self._address)
+    def _connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self._address)
+        except OSError as exc:
+            sock.close()
+            raise ActorError(ErrorCode.TERMINATED, f"no shared runtime answers at {self._address}: {exc}") from None
         return sock
 
     def call(self, request: dict, timeout: float = CTL_TIMEOUT_S,
@@ -486,14 +553,30 @@ class RemoteControl:
         with self._lock:
             if self._socket is None:
                 raise ActorError(ErrorCode.CLOSED, "detached from the shared runtime")
-            self._socket.send(msgpack.packb(request, use_bin_type=True))
-            if meanwhile is not None:
-                meanwhile()
-            if not self._socket.poll(int(timeout * 1000)):
-                self._socket.close(linger=0)  # a REQ socket without its reply cannot ask again
-                self._socket = self._connect()
-                raise ActorError(ErrorCode.TIMED_OUT, f"the shared runtime did not answer {request.get('op')}")
-            reply = msgpack.unpackb(self._socket.recv(), raw=False)
+            sock = self._socket
+            deadline = time.monotonic() + timeout
+            try:
+                _write_frame(sock, request)
+                if meanwhile is not None:
+                    meanwhile()
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                frame = _read_frame(sock)
+            except (OSError, ValueError) as exc:
+                # no answer in time (or a broken connection): one that comes later must not answer the next call
+                sock.close()
+                self._socket = None
+                with contextlib.suppress(ActorError):
+                    self._socket = self._connect()
+                if isinstance(exc, TimeoutError):
+                    raise ActorError(ErrorCode.TIMED_OUT, f"the shared runtime did not answer {request.get('op')}"
+                                     ) from None
+                raise ActorError(ErrorCode.TERMINATED, f"the shared runtime's control connection failed: {exc}"
+                                 ) from None
+            if frame is None:
+                sock.close()
+                self._socket = None
+                raise ActorError(ErrorCode.TERMINATED, "the shared runtime closed the control connection")
+            reply = msgpack.unpackb(frame, raw=False)
         if reply.get("error"):
             raise ActorError(reply["error"], reply.get("message", ""))
         return reply
@@ -501,7 +584,7 @@ class RemoteControl:
     def close(self) -> None:
         with self._lock:
             if self._socket is not None:
-                self._socket.close(linger=0)
+                self._socket.close()
                 self._socket = None
 
 
@@ -655,7 +738,7 @@ class AttachedRuntime(Runtime):
 
         try:
             p.context = zmq.Context()
-            control = RemoteControl(p.context, directory)
+            control = RemoteControl(directory)
             p.control = control
             request: dict[str, Any] = {"op": "attach", "pid": os.getpid(), "ns": proposal}
             if group:
@@ -857,15 +940,11 @@ def runtime_status(directory: str, timeout: float = CTL_TIMEOUT_S) -> dict:
     (namespace → members, actors, whether it is retired). ActorError(TERMINATED) if none runs there."""
     directory = os.path.abspath(directory)
     read_runtime_info(directory)
-    context = zmq.Context()
+    control = RemoteControl(directory)
     try:
-        control = RemoteControl(context, directory)
-        try:
-            return control.call({"op": "status"}, timeout)
-        finally:
-            control.close()
+        return control.call({"op": "status"}, timeout)
     finally:
-        context.term()
+        control.close()
 
 
 def attach(directory: str, timeout: float = CTL_TIMEOUT_S) -> AttachedRuntime:

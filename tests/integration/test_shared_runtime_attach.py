@@ -182,8 +182,7 @@ def test_an_app_proposes_its_namespace_and_gets_another_if_it_is_not_its_own_or_
         pid = os.getpid()
         assert first.ns.startswith(f"_ns{pid}x") and second.ns.startswith(f"_ns{pid}x") and first.ns != second.ns
         assert set(runtime_status(directory)["clients"]) >= {first.ns, second.ns}
-        context = zmq.Context()
-        control = shared.RemoteControl(context, directory)
+        control = shared.RemoteControl(directory)
         try:
             taken = control.call({"op": "attach", "pid": pid, "ns": first.ns})["ns"]  # a dead namesake's, say
             foreign = control.call({"op": "attach", "pid": pid, "ns": f"_ns{pid + 1}x1"})["ns"]  # not its pid's
@@ -193,7 +192,6 @@ def test_an_app_proposes_its_namespace_and_gets_another_if_it_is_not_its_own_or_
                 control.call({"op": "detach", "ns": ns})
         finally:
             control.close()
-            context.term()
         first.spawn("echo", ECHO, host=0)  # the proposed inbox works: the reply reaches it
         assert first.request("echo", Op("ECHO", "x"), timeout=30).payload == "x"
     finally:

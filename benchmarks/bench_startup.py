@@ -108,7 +108,8 @@ class SharedRuntime:
         self._tmp = tempfile.TemporaryDirectory()
         self.directory = os.path.join(self._tmp.name, "rt")
         self.proc = subprocess.Popen([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", self.directory,
-                                      "--hosts", str(hosts), "--group-linger", str(linger)], env=tree_env(tree))
+                                      "--hosts", str(hosts), "--group-linger", str(linger)], env=tree_env(tree),
+                                     cwd=tree)  # ``-m`` puts the working directory first on the import path
         deadline = time.monotonic() + 60
         while not os.path.exists(os.path.join(self.directory, "runtime.json")):
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -18,6 +18,12 @@ CPU is not in the CPU column.
 
 ``--tree LABEL=PATH`` adds a client ``kqactors-LABEL``: kqactors imported from PATH (another checkout, its native
 extensions built), run alternately with the others, so a change is measured before/after under the same load.
+With ``kqactors-shared`` among the clients it adds ``kqactors-shared-LABEL`` too: attached to a shared runtime of
+its own, started from PATH as well (the runtime and the app both from the other checkout).
+
+``--same-topic``: each client's runs produce to one topic of its own, created once (a script run again and again),
+instead of a new topic per run: with ``--shared-linger`` a kqactors-shared run finds the topic known to the
+runtime's group (its partition count comes with the attach, its toppar runs).
 
 ``--breakdown N``: N extra kqactors runs (producer only) under ``strace -f``, each printed as a table of where
 the first delivery report's time goes (benchmarks/startup_breakdown.py).
@@ -98,11 +104,12 @@ def run_once(client: str, bootstrap: str, topic: str, runtime: SharedRuntime | N
 class SharedRuntime:
     """``kqactors runtime --dir DIR`` started once for every kqactors-shared run, stopped at the end."""
 
-    def __init__(self, hosts: int, linger: float) -> None:
+    def __init__(self, hosts: int, linger: float, tree: str | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory()
         self.directory = os.path.join(self._tmp.name, "rt")
         self.proc = subprocess.Popen([sys.executable, "-m", "kqactors.cli.main", "runtime", "--dir", self.directory,
-                                      "--hosts", str(hosts), "--group-linger", str(linger)])
+                                      "--hosts", str(hosts), "--group-linger", str(linger)], env=tree_env(tree),
+                                     cwd=tree)  # ``-m`` puts the working directory first on the import path
         deadline = time.monotonic() + 60
         while not os.path.exists(os.path.join(self.directory, "runtime.json")):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -129,11 +136,12 @@ def print_table(clients: list[str], runs: dict[str, list[dict]]) -> None:
             continue
         print(f"| {client} | {m['producer_ctor_ms']:.1f} | {m['first_dr_ms']:.1f} | {m['consumer_ctor_ms']:.1f} | "
               f"{m['first_message_ms']:.1f} | {m['peak_rss_mb']:.0f} | {m['peak_pss_mb']:.0f} | {m['cpu_ms']:.0f} |")
-    rows = runs.get("kqactors-shared")
-    if rows:
-        rss = statistics.median(r["runtime_rss_mb"] for r in rows)
-        pss = statistics.median(r["runtime_pss_mb"] for r in rows)
-        print(f"| (kqactors-shared's runtime, not in the row above) | | | | | {rss:.0f} | {pss:.0f} | |")
+    for client in clients:
+        rows = runs.get(client)
+        if client.startswith("kqactors-shared") and rows:
+            rss = statistics.median(r["runtime_rss_mb"] for r in rows)
+            pss = statistics.median(r["runtime_pss_mb"] for r in rows)
+            print(f"| ({client}'s runtime, not in the rows above) | | | | | {rss:.0f} | {pss:.0f} | |")
     peer = medians.get("confluent-kafka")
     for client in clients:
         if client == "confluent-kafka" or peer is None or client not in medians:
@@ -152,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-hosts", type=int, default=0, help="toppar hosts of kqactors-shared's runtime")
     parser.add_argument("--shared-linger", type=float, default=0.0,
                         help="kqactors-shared's runtime keeps a producer group this many seconds after its last client")
+    parser.add_argument("--same-topic", action="store_true",
+                        help="each client produces to one topic of its own in every run (created once)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH",
                         help="also run kqactors imported from PATH, as client kqactors-LABEL")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
@@ -169,20 +179,31 @@ def main(argv: list[str] | None = None) -> int:
         label, sep, path = item.partition("=")
         if not sep or not label or not os.path.isdir(os.path.join(path, "kqactors")):
             parser.error(f"--tree wants LABEL=PATH with PATH/kqactors a directory: {item!r}")
-        trees[f"kqactors-{label}"] = os.path.abspath(path)
-        clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
+        if "kqactors" in clients or "kqactors-shared" not in clients:
+            trees[f"kqactors-{label}"] = os.path.abspath(path)
+            clients.insert(clients.index("kqactors") + 1 if "kqactors" in clients else 0, f"kqactors-{label}")
+        if "kqactors-shared" in clients:
+            trees[f"kqactors-shared-{label}"] = os.path.abspath(path)
+            clients.insert(clients.index("kqactors-shared") + 1, f"kqactors-shared-{label}")
     if args.breakdown and shutil.which("strace") is None:
         parser.error("--breakdown needs strace on PATH")
     runs: dict[str, list[dict]] = {client: [] for client in clients}
-    runtime = SharedRuntime(args.shared_hosts, args.shared_linger) if "kqactors-shared" in clients and args.repeats else None
+    runtimes: dict[str, SharedRuntime] = {}  # shared client -> the runtime it attaches to
+    topics: dict[str, str] = {}  # client -> its one topic (--same-topic)
     try:
+        if args.repeats:
+            for client in clients:
+                if client.startswith("kqactors-shared"):
+                    runtimes[client] = SharedRuntime(args.shared_hosts, args.shared_linger, trees.get(client))
         with broker_for_run(args.bootstrap, "mock") as broker:
             for repeat in range(args.repeats):
                 for client in clients:  # alternating, so drift in the machine's load hits both alike
-                    topic = f"startup-{client}-{uuid.uuid4().hex[:8]}"
-                    broker.create_topic(topic, 1)
-                    result = run_once(client, broker.bootstrap, topic,
-                                      runtime if client == "kqactors-shared" else None, trees.get(client))
+                    topic = topics.get(client) or f"startup-{client}-{uuid.uuid4().hex[:8]}"
+                    if topic not in topics.values():
+                        broker.create_topic(topic, 1)
+                    if args.same_topic:
+                        topics[client] = topic
+                    result = run_once(client, broker.bootstrap, topic, runtimes.get(client), trees.get(client))
                     runs[client].append(result)
                     shared = (f"  runtime rss {result['runtime_rss_mb']:.0f} pss {result['runtime_pss_mb']:.0f} MiB"
                               if "runtime_rss_mb" in result else "")
@@ -192,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(args.breakdown):
                 topic = f"startup-breakdown-{uuid.uuid4().hex[:8]}"
                 broker.create_topic(topic, 1)
-                for label, tree in [("kqactors", None), *trees.items()]:
+                for label, tree in [("kqactors", None), *((c, t) for c, t in trees.items()
+                                                          if not c.startswith("kqactors-shared"))]:
                     print(f"\nbreakdown #{number + 1}, {label} (producer under strace -f):\n")
                     print(breakdown(runner_command("kqactors", broker.bootstrap, topic, "", "--producer-only"),
                                     tree_env(tree), opens=args.breakdown_opens))
     finally:
-        if runtime is not None:
+        for runtime in runtimes.values():
             runtime.close()
     if args.repeats:
         print_table(clients, runs)

@@ -351,6 +351,9 @@ class MainActor(TxnWiring, Actor):
             return
         delta = self._apply_metadata(result, requested, now)
         self.scheduler.on_response(delta.unresolved_topics, now)
+        # a topic that became wanted while this request was out (a toppar's join) goes at once, not at the next
+        # tick (up to TICK_SECONDS: a consumer assigned right after start waited that long for its first fetch)
+        self._maybe_refresh(now)
 
     def _apply_metadata(self, wire: dict[str, Any], requested: list[str] | None, now: float) -> MetadataDelta:
         snapshot = snapshot_from_wire(wire)

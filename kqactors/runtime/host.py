@@ -47,6 +47,9 @@ ACTOR_STOPPED = "ACTOR_STOPPED"  # host -> app: an actor stopped a local actor
 # supervisor -> hosts: drop the socket to an endpoint whose process is gone for good (an app that detached from a
 # shared runtime); a PUSH socket to a missing ipc path would retry its connection every few ms for ever
 FORGET_ENDPOINT = "FORGET_ENDPOINT"
+# an app that attached to a shared runtime -> hosts: connect to its inbox now (payload {"key": "_ns<N>/app"}), so
+# the first reply it waits for does not wait for ZeroMQ's connection handshake too
+CONNECT_ENDPOINT = "CONNECT_ENDPOINT"
 
 # Endpoint keys of the two app-side sockets.
 APP_KEY = "app"
@@ -112,6 +115,7 @@ class HostCore:
         self.fds: dict[int, tuple[str, Callable | None, Callable | None]] = {}
         self.fd_watcher: Callable[[int, bool, bool], None] | None = None  # transport updates its poller
         self.forget_endpoint: Callable[[str], None] | None = None  # transport drops an endpoint's socket
+        self.connect_endpoint: Callable[[str], Any] | None = None  # transport connects to an endpoint ahead
         self._pending: dict[int, _Pending] = {}
         self._req_ids = itertools.count(1)
         self._ready: deque[ActorSlot] = deque()
@@ -273,10 +277,11 @@ class HostCore:
         if slot is None:
             if target in self._stopped:
                 self._undeliverable(op, ErrorCode.DEAD_ACTOR, f"{target} has stopped", expected=True)
-            elif self.restarted and op.sender != APP:
+            elif self.restarted and op.sender != APP and not is_ns_app(op.sender or ""):
                 # Most likely sent to the dead predecessor of ``target`` (a toppar's Produce to a broker actor of
                 # a killed main): replayed to the actor main spawns again it would be sent twice (the toppar
                 # retries what the dead one held). The sender learns it was not delivered, as before a restart.
+                # An app's op (a private or an attached one's) is new: its SPAWN may be on its way (below).
                 self._undeliverable(op, ErrorCode.UNKNOWN_ACTOR, f"no actor named {target!r} on restarted "
                                                                  f"{self.host_key}")
             else:
@@ -460,6 +465,10 @@ class HostCore:
             self._out.pop(key, None)
             if self.forget_endpoint is not None and is_ns_app(key):
                 self.forget_endpoint(key)
+        elif op.type == CONNECT_ENDPOINT:
+            key = str(payload.get("key") or "")
+            if self.connect_endpoint is not None and is_ns_app(key):  # an attached app's inbox, nothing else
+                self.connect_endpoint(key)
         elif op.type == TERMINATE:
             self.terminate()
         else:

@@ -219,6 +219,7 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
 
     core.fd_watcher = watch_fd
     core.forget_endpoint = outbox.reset  # a shared runtime's detached app (FORGET_ENDPOINT)
+    core.connect_endpoint = outbox.connect  # and one that attaches (CONNECT_ENDPOINT)
     outbox.send(SUPERVISOR_KEY, [Op(READY, {"host": key, "pid": os.getpid()}, target=SUPERVISOR)])
     clock = time.monotonic
     next_parent_check = clock() + PARENT_CHECK_INTERVAL

@@ -2,8 +2,9 @@
 SharedSupervisor) and in the apps that attach to it (AttachedRuntime). Owns the shared runtime: one set of
 actor hosts serving many client processes on one host, each in its own namespace (namespace.py).
 
-DIR holds ``runtime.json`` (the server's pid and host keys), ``ctl.sock`` (a REP socket: attach, spawn, stop,
-preload, detach) and ``rt/`` (the hosts' and the attached apps' ipc inboxes). DIR is 0700, or 0770 with a
+DIR holds ``runtime.json`` (the server's pid and host keys), ``ctl.sock`` (a unix stream socket, one
+length-prefixed msgpack request and answer at a time per connection: attach, spawn, stop, preload, detach,
+status) and ``rt/`` (the hosts' and the attached apps' ipc inboxes). DIR is 0700, or 0770 with a
 group (the sockets too, through the umask): the file system decides who may attach. An attached app binds
 its own inbox ``rt/_ns<N>_app.sock``, asks the server to spawn its actors (the server's supervisor keeps their
 specs and restarts them with their host), and then talks to its actors on the hosts directly, as a private
@@ -26,14 +27,17 @@ MEMBER_LEFT op when a member detaches or dies.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import grp
 import itertools
 import json
 import logging
 import os
+import re
 import select
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -42,8 +46,8 @@ from typing import Any
 import msgpack
 import zmq
 
-from .host import FORGET_ENDPOINT, HOST_DOWN
-from .namespace import GROUP_MARK, MEMBER_LEFT, app_name, is_ns_app, namespace_of, qualify, strip
+from .host import CONNECT_ENDPOINT, FORGET_ENDPOINT, HOST_DOWN
+from .namespace import GROUP_MARK, MEMBER_LEFT, NS_MARK, app_name, is_ns_app, namespace_of, qualify, strip
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
 from .supervisor import Supervisor
@@ -56,13 +60,25 @@ CTL_KEY = "ctl"
 RUN_SUBDIR = "rt"
 HOST_UP = "HOST_UP"  # server -> attached app: a host is back after a restart
 CTL_TIMEOUT_S = 10.0
+CTL_READ_TIMEOUT_S = 2.0  # the server's longest wait for the rest of a request it started reading
+_PROPOSALS = itertools.count(1)  # an attaching app's namespace proposals: _ns<pid>x<n>
 PID_CHECK_S = 0.25  # how often the server looks for attached apps that died
-# Modules the server's hosts import at start, so a client's first spawns cost no import: the main host runs
-# mains and broker connections, the toppar hosts the toppars (a host imports only its own: the broker
-# connection's modules cost a toppar host ~9 MiB it never uses). With no toppar host, host 0 imports both.
-MAIN_HOST_PRELOAD = ("kqactors.actors.main", "kqactors.actors.broker.actor", "kqactors.actors.log")
-TOPPAR_HOST_PRELOAD = ("kqactors.actors.toppar", "kqactors.actors.shared_toppar", "kqactors.actors.log")
-DEFAULT_PRELOAD = MAIN_HOST_PRELOAD + TOPPAR_HOST_PRELOAD[:2]
+# Modules the server's hosts import at start, so a client's first spawns and first requests cost no import: the
+# main host runs mains (a producer's, a consumer's and its group) and broker connections (their fetch part too),
+# the toppar hosts the toppars (a host imports only its own: the broker connection's modules cost a toppar host
+# ~9 MiB it never uses). With no toppar host, host 0 imports both. A private client's hosts load the request
+# kinds' tables on first use (protocol/requests.py: a producer never pays for Fetch's); a runtime serves every
+# kind of client, so it loads them before the first one comes (paid once per machine).
+REQUEST_TABLES = tuple(f"kqactors.protocol.generated.{kind}" for kind in (
+    "metadata", "produce", "fetch", "list_offsets", "find_coordinator", "join_group", "sync_group", "heartbeat",
+    "leave_group", "offset_commit", "offset_fetch", "consumer_group_heartbeat", "consumer_protocol"))
+MAIN_HOST_PRELOAD = ("kqactors.actors.main", "kqactors.actors.broker.actor", "kqactors.actors.log",
+                     "kqactors.actors.consumer_main", "kqactors.actors.cgrp", "kqactors.actors.broker.source",
+                     "kqactors.core.group.assignors.range", "kqactors.core.group.assignors.roundrobin",
+                     *REQUEST_TABLES)
+TOPPAR_HOST_PRELOAD = ("kqactors.actors.toppar", "kqactors.actors.shared_toppar", "kqactors.actors.ctoppar",
+                       "kqactors.actors.log")
+DEFAULT_PRELOAD = MAIN_HOST_PRELOAD + TOPPAR_HOST_PRELOAD[:3]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -73,6 +89,40 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _ctl_path(directory: str) -> str:
+    return endpoint(directory, CTL_KEY)[len("ipc://"):]
+
+
+def _write_frame(sock: socket.socket, message: Any) -> None:
+    """One control message: its length (4 bytes, big-endian) and its msgpack body."""
+    body = msgpack.packb(message, use_bin_type=True)
+    sock.sendall(len(body).to_bytes(4, "big") + body)
+
+
+def _read_frame(sock: socket.socket) -> bytes | None:
+    """One control message's body; None when the peer closed the connection between messages. Raises
+    TimeoutError (the socket's timeout) or ValueError (the peer closed it mid-message)."""
+    head = _read_exactly(sock, 4)
+    if head is None:
+        return None
+    body = _read_exactly(sock, int.from_bytes(head, "big"))
+    if body is None:
+        raise ValueError("the control connection closed mid-message")
+    return body
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = sock.recv(size)
+    if not data:
+        return None
+    while len(data) < size:
+        more = sock.recv(size - len(data))
+        if not more:
+            raise ValueError("the control connection closed mid-message")
+        data += more
+    return data
 
 
 def read_runtime_info(directory: str) -> dict:
@@ -148,6 +198,10 @@ class _Group:
         self.listeners: set[str] = set()
         self.relayed = 0
         self.empty_since: float | None = None  # monotonic time its last member left (``group_linger``)
+        #: op types whose latest relayed payload per ``payload["topic"]`` a member gets at its attach (the members
+        #: name them: the runtime knows no op's meaning), and those payloads
+        self.replay_types: set[str] = set()
+        self.replayed: dict[tuple[str, Any], Any] = {}
 
 
 class RuntimeServer:
@@ -174,7 +228,9 @@ class RuntimeServer:
         self.stopping = threading.Event()
         self._ns_numbers = itertools.count(1)
         self._context: zmq.Context | None = None
-        self._ctl: zmq.Socket | None = None
+        self._ctl: socket.socket | None = None
+        self._connections: dict[int, socket.socket] = {}  # fd -> an app's control connection
+        self._after_reply: list[Callable[[], Any]] = []  # work for after the answer to a request has left
 
     def start(self) -> None:
         d = self.directory
@@ -207,9 +263,12 @@ class RuntimeServer:
         else:
             self.rt.preload(DEFAULT_PRELOAD, [0])
         self._context = new_context()
-        self._ctl = self._context.socket(zmq.REP)
-        self._ctl.setsockopt(zmq.LINGER, 0)
-        self._ctl.bind(endpoint(d, CTL_KEY))
+        self._ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ctl_path = _ctl_path(d)
+        with contextlib.suppress(OSError):
+            os.unlink(ctl_path)  # a dead runtime's
+        self._ctl.bind(ctl_path)
+        self._ctl.listen(64)
         tmp = info_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump({"pid": os.getpid(), "hosts": self.rt.host_keys, "toppar_hosts": self.hosts,
@@ -220,13 +279,18 @@ class RuntimeServer:
         """Serve attach/spawn/stop requests and watch attached apps until ``stopping`` is set (SIGTERM)."""
         assert self.rt is not None and self._ctl is not None
         poller = self._poller = zmq.Poller()
-        poller.register(self._ctl, zmq.POLLIN)
+        listener = self._ctl.fileno()
+        poller.register(listener, zmq.POLLIN)
         next_check = time.monotonic() + PID_CHECK_S
         while not self.stopping.is_set():
             for sock, _ in poller.poll(20):
-                if sock is self._ctl:
-                    request = msgpack.unpackb(self._ctl.recv(), raw=False)
-                    self._ctl.send(msgpack.packb(self._serve(request), use_bin_type=True))
+                if sock == listener:
+                    conn, _ = self._ctl.accept()
+                    conn.settimeout(CTL_READ_TIMEOUT_S)  # a client that stalls mid-request cannot stall the server
+                    self._connections[conn.fileno()] = conn
+                    poller.register(conn.fileno(), zmq.POLLIN)
+                elif isinstance(sock, int) and sock in self._connections:
+                    self._serve_connection(poller, self._connections[sock])
                 elif sock in self._relays:
                     self._relay(self._relays[sock])
             self.rt.poll(0)  # route the hosts' notices (children spawned, host deaths)
@@ -240,13 +304,32 @@ class RuntimeServer:
                     if group.empty_since is not None and now - group.empty_since >= self.group_linger:
                         self._stop_group(group)
 
+    def _serve_connection(self, poller: zmq.Poller, conn: socket.socket) -> None:
+        """One request of an app's control connection and its answer; a closed or broken connection is dropped."""
+        try:
+            request = _read_frame(conn)
+            if request is not None:
+                _write_frame(conn, self._serve(msgpack.unpackb(request, raw=False)))
+        except (OSError, ValueError) as exc:
+            log.info("a control connection failed: %s", exc)
+            request = None
+        if request is None:
+            poller.unregister(conn.fileno())
+            self._connections.pop(conn.fileno(), None)
+            conn.close()
+        while self._after_reply:
+            self._after_reply.pop(0)()
+
     def _serve(self, request: dict) -> dict:
         rt = self.rt
         assert rt is not None
         kind = request.get("op")
         try:
             if kind == "attach":
-                ns = f"_ns{next(self._ns_numbers)}"
+                ns = str(request.get("ns") or "")
+                # the app's own proposal (bound already): its pid's, and not taken by a dead process of that pid
+                if not re.fullmatch(rf"{NS_MARK}{int(request['pid'])}x\d{{1,9}}", ns) or ns in self.clients:
+                    ns = f"_ns{next(self._ns_numbers)}"
                 self.clients[ns] = int(request["pid"])
                 rt._plumbing.supervisor.namespaces.add(ns)
                 reply = {"ns": ns, "hosts": rt.host_keys, "run_dir": rt.run_dir, "pid": os.getpid()}
@@ -255,9 +338,18 @@ class RuntimeServer:
                     group = self.groups.get(str(key)) or self._new_group(str(key))
                     group.members.add(ns)
                     group.empty_since = None
+                    group.replay_types.update(str(kind) for kind in request.get("replay") or ())
                     self.member_group[ns] = group
                     rt._plumbing.supervisor.member_group[ns] = group.ns
                     reply["group"] = group.ns
+                    # the group's actors and their hosts: the member's spawn of one of them (its main at least,
+                    # in a group that lingered or has other members) needs no request of its own
+                    reply["actors"] = {name: spec.host for name, spec in rt._plumbing.supervisor.specs.items()
+                                       if namespace_of(name) == group.ns}
+                    # what the group's actors told every member so far (a topic's partition count): the new member
+                    # knows it from the start instead of asking
+                    reply["replay"] = [[kind, payload] for (kind, _), payload in group.replayed.items()]
+                self._after_reply.append(lambda: self._preconnect(app_name(ns)))
                 log.info("attached pid %s as %s%s", request["pid"], ns, f" in {reply['group']}" if key else "")
                 return reply
             if kind == "status":
@@ -278,7 +370,8 @@ class RuntimeServer:
                 if namespace_of(name) != ns or namespace_of(parent) != ns:
                     return {"error": ErrorCode.SPAWN_FAILED, "message": f"{name} is outside namespace {ns}"}
                 host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
-                                parent=parent, timeout=float(request.get("timeout", 30.0)))
+                                parent=parent, timeout=float(request.get("timeout", 30.0)),
+                                wait=bool(request.get("wait", True)))
                 return {"host": host}
             if kind == "stop":
                 name = str(request["name"])
@@ -296,6 +389,15 @@ class RuntimeServer:
             return {"error": exc.code, "message": exc.message}
         except (ValueError, TypeError, KeyError) as exc:
             return {"error": ErrorCode.BAD_OP, "message": f"{type(exc).__name__}: {exc}"}
+
+    def _preconnect(self, key: str) -> None:
+        """Connect to a new app's inbox now (relayed events, host deaths go there): the app binds it right after
+        this reply, and the socket retries its connection every few ms until then."""
+        p = self.rt._plumbing if self.rt is not None else None
+        if p is None or p.outbox is None:
+            return
+        with p.send_lock:
+            p.outbox.connect(key)
 
     def _detach(self, ns: str, why: str) -> None:
         self.clients.pop(ns, None)
@@ -341,7 +443,8 @@ class RuntimeServer:
         if spec is not None:
             return {"host": spec.host, "shared": True}
         host = rt.spawn(name, request["factory"], request.get("args") or {}, host=request["host"],
-                        parent=app_name(group.ns), timeout=float(request.get("timeout", 30.0)))
+                        parent=app_name(group.ns), timeout=float(request.get("timeout", 30.0)),
+                        wait=bool(request.get("wait", True)))
         return {"host": host}
 
     def _leave_group(self, group: _Group, ns: str) -> None:
@@ -379,6 +482,10 @@ class RuntimeServer:
         assert rt is not None
         for ops in group.relay.recv_batches():
             group.relayed += len(ops)
+            if group.replay_types:
+                for op in ops:
+                    if op.type in group.replay_types and isinstance(op.payload, dict):
+                        group.replayed[(op.type, op.payload.get("topic"))] = op.payload
             if self.groups.get(group.key) is group and any(
                     isinstance(op.payload, dict) and op.payload.get("fatal") for op in ops):
                 # A fatal error (a fenced producer id): the group ends with its members; a client that attaches
@@ -393,8 +500,11 @@ class RuntimeServer:
         for group in list(self.groups.values()):
             group.relay.close()
         self.groups.clear()
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
         if self._ctl is not None:
-            self._ctl.close(linger=0)
+            self._ctl.close()
         if self._context is not None:
             self._context.term()
         if self.rt is not None:
@@ -418,30 +528,55 @@ class RuntimeServer:
 
 # ---- the attached app's side -------------------------------------------------------------------------------
 class RemoteControl:
-    """The attached app's REQ socket to the server (one request at a time, bounded by a timeout)."""
+    """The attached app's control connection to the server: one request at a time, bounded by a timeout. A plain
+    unix stream socket: connecting is one system call, where a ZeroMQ socket's first request waited for its
+    connection's handshake (several hops between the two processes' I/O threads: most of an attach)."""
 
-    def __init__(self, context: zmq.Context, directory: str) -> None:
-        self._context = context
-        self._address = endpoint(directory, CTL_KEY)
+    def __init__(self, directory: str) -> None:
+        self._address = _ctl_path(directory)
         self._lock = threading.Lock()
-        self._socket = self._connect()
+        self._socket: socket.socket | None = self._connect()
 
-    def _connect(self) -> zmq.Socket:
-        sock = self._context.socket(zmq.REQ)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self._address)
+    def _connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self._address)
+        except OSError as exc:
+            sock.close()
+            raise ActorError(ErrorCode.TERMINATED, f"no shared runtime answers at {self._address}: {exc}") from None
         return sock
 
-    def call(self, request: dict, timeout: float = CTL_TIMEOUT_S) -> dict:
+    def call(self, request: dict, timeout: float = CTL_TIMEOUT_S,
+             meanwhile: Callable[[], Any] | None = None) -> dict:
+        """Send ``request`` and wait for the server's answer; ``meanwhile()`` runs between the two (work of the
+        caller's that does not need the answer, done while the server serves the request)."""
         with self._lock:
             if self._socket is None:
                 raise ActorError(ErrorCode.CLOSED, "detached from the shared runtime")
-            self._socket.send(msgpack.packb(request, use_bin_type=True))
-            if not self._socket.poll(int(timeout * 1000)):
-                self._socket.close(linger=0)  # a REQ socket without its reply cannot ask again
-                self._socket = self._connect()
-                raise ActorError(ErrorCode.TIMED_OUT, f"the shared runtime did not answer {request.get('op')}")
-            reply = msgpack.unpackb(self._socket.recv(), raw=False)
+            sock = self._socket
+            deadline = time.monotonic() + timeout
+            try:
+                _write_frame(sock, request)
+                if meanwhile is not None:
+                    meanwhile()
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                frame = _read_frame(sock)
+            except (OSError, ValueError) as exc:
+                # no answer in time (or a broken connection): one that comes later must not answer the next call
+                sock.close()
+                self._socket = None
+                with contextlib.suppress(ActorError):
+                    self._socket = self._connect()
+                if isinstance(exc, TimeoutError):
+                    raise ActorError(ErrorCode.TIMED_OUT, f"the shared runtime did not answer {request.get('op')}"
+                                     ) from None
+                raise ActorError(ErrorCode.TERMINATED, f"the shared runtime's control connection failed: {exc}"
+                                 ) from None
+            if frame is None:
+                sock.close()
+                self._socket = None
+                raise ActorError(ErrorCode.TERMINATED, "the shared runtime closed the control connection")
+            reply = msgpack.unpackb(frame, raw=False)
         if reply.get("error"):
             raise ActorError(reply["error"], reply.get("message", ""))
         return reply
@@ -449,7 +584,7 @@ class RemoteControl:
     def close(self) -> None:
         with self._lock:
             if self._socket is not None:
-                self._socket.close(linger=0)
+                self._socket.close()
                 self._socket = None
 
 
@@ -457,10 +592,13 @@ class RemoteSupervisor:
     """What Runtime needs of a Supervisor, with the server's supervisor doing the spawning."""
 
     def __init__(self, control: RemoteControl, ns: str, host_keys: list[str],
-                 member_factories: Iterable[str] = ()) -> None:
+                 member_factories: Iterable[str] = (), group_actors: dict[str, str] | None = None) -> None:
         self.control = control
         self.ns = ns
         self.member_factories = frozenset(member_factories)  # group actors that want MEMBER_LEFT
+        #: the group's actors when this app attached (full name -> host): they live as long as the group, which
+        #: lives while this app is a member, so spawning one of them asks the server nothing
+        self.group_actors = dict(group_actors or {})
         self.host_keys = list(host_keys)
         self.specs: dict[str, Any] = {}
         self.down_hosts: set[str] = set()
@@ -474,15 +612,21 @@ class RemoteSupervisor:
 
     def spawn(self, name: str, factory: str, args: dict | None, parent: str, host: str, timeout: float,
               wait: bool = True) -> None:
-        """The runtime server spawns it and answers (``wait`` is accepted for the Supervisor's signature: an
-        attached client always waits, the server's hosts are up already)."""
+        """The runtime server spawns it and answers. ``wait=False`` as the Supervisor's: the server answers once it
+        has sent the host the SPAWN, not once the host has made the actor (ops sent to it meanwhile wait on the
+        host; a failure is only logged there)."""
         if name in self.specs:
             raise ValueError(f"an actor named {name!r} already exists (on {self.specs[name].host})")
         if host in self.down_hosts:
             raise ActorError(ErrorCode.DEAD_ACTOR, f"host {host} is restarting")
+        known = self.group_actors.get(name)
+        if known is not None:  # the server would answer with its host (``_spawn_shared``)
+            with self._lock:
+                self.specs[name] = _Spec(name, known, parent)
+            return
         reply = self.control.call({"op": "spawn", "ns": self.ns, "name": name, "factory": factory,
                                    "args": args or {}, "host": host, "parent": parent, "timeout": timeout,
-                                   "member_notices": factory in self.member_factories}, timeout + 1.0)
+                                   "wait": wait, "member_notices": factory in self.member_factories}, timeout + 1.0)
         host = str(reply.get("host") or host)  # a group actor another member spawned runs where it runs
         with self._lock:
             self.specs[name] = _Spec(name, host, parent)
@@ -520,6 +664,7 @@ class _AttachedPlumbing(_Plumbing):
     def __init__(self) -> None:
         super().__init__("zmq")
         self.inbox_path: str | None = None
+        self.ns: str | None = None  # the namespace the server gave this app, once it answered the attach
 
     def close(self, timeout: float = 5.0) -> None:
         self.closing = True
@@ -534,8 +679,9 @@ class _AttachedPlumbing(_Plumbing):
                 if self.supervisor is not None:
                     self.supervisor.closing.set()
                 if isinstance(self.control, RemoteControl):
-                    with contextlib.suppress(ActorError, zmq.ZMQError):
-                        self.control.call({"op": "detach", "ns": self.supervisor.ns}, timeout=min(timeout, 2.0))
+                    if self.ns is not None:  # None: the attach itself failed, there is nothing to detach
+                        with contextlib.suppress(ActorError, zmq.ZMQError):
+                            self.control.call({"op": "detach", "ns": self.ns}, timeout=min(timeout, 2.0))
                     self.control.close()
                 with self.send_lock:
                     if self.outbox is not None:
@@ -559,46 +705,101 @@ class AttachedRuntime(Runtime):
 
     ``group``: join the shared group of that key (its actors serve every app that attaches with the same key;
     this app's actor names resolve to the group's, its inbox stays its own). ``factories``: in a group, the
-    factory spawned instead of a given one (a member-aware actor, told of members that leave)."""
+    factory spawned instead of a given one (a member-aware actor, told of members that leave). ``replay``: op
+    types the group's actors send to every member whose latest payload per topic this app gets at its attach
+    (``replayed``)."""
 
     def __init__(self, directory: str, *, timeout: float = CTL_TIMEOUT_S, group: str | None = None,
-                 factories: dict[str, str] | None = None) -> None:
+                 factories: dict[str, str] | None = None, replay: Iterable[str] = ()) -> None:
         started = time.perf_counter()
         directory = os.path.abspath(directory)
         info = read_runtime_info(directory)
         p = _AttachedPlumbing()
         self._init_state(p, list(info["hosts"]))
+        self.directory = directory
+        self.server_pid = int(info["pid"])
+        self._qualified: dict[str, str] = {}
+        self.lost = False
+        #: called (on the watcher thread) once the server is gone, after the monitors were told
+        self.on_lost: Callable[[], Any] | None = None
+        self._attached = threading.Event()  # the attach is over (done or failed): the watcher may act
+        known_run_dir = info.get("run_dir")
+        # This app's namespace, proposed: made of its pid, so no live app has it, and its inbox is bound while the
+        # server serves the attach (the server gives another one if a dead process of this pid still holds it)
+        proposal = f"{NS_MARK}{os.getpid()}x{next(_PROPOSALS)}"
+
+        def meanwhile() -> None:  # while the server serves the attach: what does not need its answer
+            if known_run_dir:
+                self._connect_hosts()
+                self._bind_inbox(str(known_run_dir), proposal)
+            # A daemon thread of the low-level kind: threading's Thread.start() waits until the new thread runs,
+            # which on a busy machine is milliseconds of an attach
+            _thread.start_new_thread(self._watch_server, ())
+
         try:
             p.context = new_context()
-            control = RemoteControl(p.context, directory)
+            control = RemoteControl(directory)
             p.control = control
-            request: dict[str, Any] = {"op": "attach", "pid": os.getpid()}
+            request: dict[str, Any] = {"op": "attach", "pid": os.getpid(), "ns": proposal}
             if group:
                 request["group"] = group
-            reply = control.call(request, timeout)
-            self.ns = ns = str(reply["ns"])
+                replay = list(replay)
+                if replay:
+                    request["replay"] = replay
+            if known_run_dir:
+                p.outbox = ZmqOutbox(p.context, str(known_run_dir))
+            reply = control.call(request, timeout, meanwhile=meanwhile)
+            self.ns = p.ns = ns = str(reply["ns"])
             #: the shared group this app is a member of (its actors' namespace), or None
             self.group: str | None = str(reply["group"]) if reply.get("group") else None
             self._actor_ns = self.group or ns
             self._factories = dict(factories or {}) if self.group else {}
             self._app = app_name(ns)
             self.server_pid = int(reply["pid"])
-            self.directory = directory
+            #: (op type, payload) of what the group's actors told its members before this app attached, for the op
+            #: types named in ``replay`` (the latest per topic)
+            self.replayed: list[tuple[str, Any]] = [(str(kind), payload) for kind, payload in reply.get("replay") or ()]
             self._shared_run_dir = run_dir = str(reply["run_dir"])
-            p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
-            p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
-            p.outbox = ZmqOutbox(p.context, run_dir)
-            p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values())
+            if p.outbox is None or run_dir != known_run_dir:
+                if p.outbox is not None:
+                    p.outbox.close()
+                p.outbox = ZmqOutbox(p.context, run_dir)
+                self._connect_hosts()
+            if p.inbox is None or ns != proposal or run_dir != known_run_dir:  # not the one bound meanwhile
+                if p.inbox is not None:
+                    p.inbox.close()
+                    with contextlib.suppress(OSError):
+                        os.unlink(p.inbox_path or "")
+                    for key in self.host_keys:  # they were told to connect to it: they would retry for ever
+                        p.outbox.send(key, [Op(FORGET_ENDPOINT, {"key": app_name(proposal)}, target=HOST_CONTROL)])
+                self._bind_inbox(run_dir, ns)
+            p.supervisor = RemoteSupervisor(control, ns, self.host_keys, self._factories.values(),
+                                            reply.get("actors"))
         except BaseException:
             p.close(timeout=1.0)
+            self._attached.set()
             raise
-        self._qualified: dict[str, str] = {}
-        self.lost = False
-        #: called (on the watcher thread) once the server is gone, after the monitors were told
-        self.on_lost: Callable[[], Any] | None = None
-        self._watcher = threading.Thread(target=self._watch_server, name="kqactors-shared-watch", daemon=True)
-        self._watcher.start()
+        self._attached.set()
         self.attach_seconds = time.perf_counter() - started
+
+    def _bind_inbox(self, run_dir: str, ns: str) -> None:
+        """Bind this app's inbox and have every host connect to it now, not when its first reply to this app is
+        ready (CONNECT_ENDPOINT)."""
+        p = self._plumbing
+        assert p.context is not None and p.outbox is not None
+        p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
+        p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
+        for key in self.host_keys:
+            p.outbox.send(key, [Op(CONNECT_ENDPOINT, {"key": app_name(ns)}, target=HOST_CONTROL)])
+
+    def _connect_hosts(self) -> None:
+        """A socket to every host of the runtime, made while the attach request is served: ZeroMQ's connection
+        handshake (a few hops between this process's and the host's I/O threads) is over before the first op
+        (a metadata request, the first produce) is sent, instead of that op waiting for it."""
+        outbox = self._plumbing.outbox
+        assert outbox is not None
+        for key in self.host_keys:
+            outbox.connect(key)
 
     @property
     def run_dir(self) -> str | None:
@@ -681,25 +882,20 @@ class AttachedRuntime(Runtime):
             queue.enqueue(Op(ACTORS_DOWN, dict(notice), target=APP, qid=queue.qid))
 
     def _watch_server(self) -> None:
+        """The watcher thread (started while the attach is served): once the server's process is gone, fail
+        what waits on its hosts and tell the monitors."""
         p = self._plumbing
-        try:
-            fd = os.pidfd_open(self.server_pid)
-        except (AttributeError, OSError):
-            fd = None
-        try:
-            while not p.closing:
-                if fd is not None:
-                    if select.select([fd], [], [], 0.25)[0]:
-                        break
-                else:
-                    time.sleep(0.25)
-                    if not _pid_alive(self.server_pid):
-                        break
-        finally:
-            if fd is not None:
-                os.close(fd)
-        if p.closing:
-            return
+        while True:
+            pid = self.server_pid
+            if not self._wait_for_exit(pid):
+                return  # the client closed
+            self._attached.wait()
+            if p.closing:
+                return
+            if self.server_pid == pid:
+                break
+            # runtime.json named a server that stopped; the attach was answered by the one that replaced it
+
         self.lost = True
         log.error("the shared runtime at %s (pid %d) stopped", self.directory, self.server_pid)
         self._remote_down({"host": "*", "names": list(p.supervisor.specs), "restarts": 1, "exitcode": None})
@@ -710,6 +906,27 @@ class AttachedRuntime(Runtime):
                 log.exception("the shared runtime's loss handler failed")
         with self._cond:
             self._cond.notify_all()
+
+    def _wait_for_exit(self, pid: int) -> bool:
+        """Wait until process ``pid`` exits (True) or this client closes (False)."""
+        p = self._plumbing
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            fd = None
+        try:
+            while not p.closing:
+                if fd is not None:
+                    if select.select([fd], [], [], 0.25)[0]:
+                        return True
+                else:
+                    time.sleep(0.25)
+                    if not _pid_alive(pid):
+                        return True
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return False
 
     def _route_key(self, name: str) -> str:
         if self.lost:
@@ -723,15 +940,11 @@ def runtime_status(directory: str, timeout: float = CTL_TIMEOUT_S) -> dict:
     (namespace → members, actors, whether it is retired). ActorError(TERMINATED) if none runs there."""
     directory = os.path.abspath(directory)
     read_runtime_info(directory)
-    context = new_context()
+    control = RemoteControl(directory)
     try:
-        control = RemoteControl(context, directory)
-        try:
-            return control.call({"op": "status"}, timeout)
-        finally:
-            control.close()
+        return control.call({"op": "status"}, timeout)
     finally:
-        context.term()
+        control.close()
 
 
 def attach(directory: str, timeout: float = CTL_TIMEOUT_S) -> AttachedRuntime:

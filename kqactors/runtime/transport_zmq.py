@@ -225,6 +225,19 @@ class ZmqOutbox:
     def send(self, key: str, ops: Sequence[Op]) -> None:
         send_frames(self._socket(key), encode_batch(ops))
 
+    def connect(self, key: str) -> bool:
+        """Connect to ``key`` now, ahead of the first send (a shared runtime's attach: ZeroMQ's handshake,
+        several hops between the two processes' I/O threads, then runs while nothing waits on it). False if
+        a socket to ``key`` was there already."""
+        if key in self._sockets:
+            return False
+        self._socket(key)
+        return True
+
+    def connected(self) -> list[str]:
+        """The endpoints this outbox has a socket to."""
+        return list(self._sockets)
+
     def reset(self, key: str) -> None:
         """Drop the socket to ``key`` (its process died): ops queued for the dead peer are discarded."""
         sock = self._sockets.pop(key, None)

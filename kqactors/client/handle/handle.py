@@ -23,7 +23,12 @@ from typing import Any
 
 from kqactors import __version__
 from kqactors._model import ThrottleEvent
-from kqactors.client.handle.metadata import ClusterMetadata, request_metadata
+from kqactors.client.handle.metadata import (
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+    request_metadata,
+)
 from kqactors.client.handle.oauth import (
     TOKEN_ACTOR_FACTORY,
     needs_token_actor,
@@ -184,7 +189,8 @@ class ClientHandle:
         stay with the runtime (its stderr): a forwarder per client would hand each record to every client."""
         group = group_key(self.kind, self.shipped, main_factory)  # same settings: shared actors (sharing.py)
         try:
-            rt: Runtime = AttachedRuntime(self.runtime_dir, group=group, factories=GROUP_FACTORIES if group else None)
+            rt: Runtime = AttachedRuntime(self.runtime_dir, group=group, factories=GROUP_FACTORIES if group else None,
+                                          replay=(ops.TOPIC_PARTITIONS,))
         except ActorError as exc:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, f"attaching to {self.runtime_dir}: "
                                                                     f"{exc.message or exc.code}")) from None
@@ -195,8 +201,27 @@ class ClientHandle:
             raise
         if isinstance(rt, AttachedRuntime):
             rt.on_lost = lambda: self._runtime_lost(rt)
+            self._learn_group_topics(rt.replayed)
         self.rt = rt
         return rt
+
+    def _learn_group_topics(self, replayed: list[tuple[str, Any]]) -> None:
+        """The partition counts the shared group's main told its members before this client joined: the metadata
+        listeners (the producer's partitioner) know them now, so a first produce() to a topic the group serves
+        waits for no lookup, as a long-running librdkafka producer finds a topic in its metadata cache. Later
+        changes come as TOPIC_PARTITIONS ops, as to every member."""
+        cluster = ClusterMetadata()
+        for kind, payload in replayed:
+            if kind != ops.TOPIC_PARTITIONS or not isinstance(payload, dict) or payload.get("error_code"):
+                continue
+            count = int(payload.get("partition_count") or 0)
+            if count > 0:
+                topic = str(payload.get("topic"))
+                cluster.topics[topic] = TopicMetadata(topic, {p: PartitionMetadata(p, -1, [], [], None)
+                                                              for p in range(count)}, None)
+        if cluster.topics:
+            for listener in self._metadata_listeners:
+                listener(cluster)
 
     def _runtime_lost(self, rt: AttachedRuntime) -> None:
         """The shared runtime stopped under this client: its actors are gone for good. A fatal _TRANSPORT error

@@ -314,3 +314,13 @@ def test_partitions_of_a_new_topic_joining_ask_for_its_metadata_at_once_and_once
         "ctoppar/t/0", "ctoppar/t/1", "ctoppar/t/2"]
     actor._on_tick(None)
     assert len(ctx.requests) == before + 1  # nothing left to ask
+
+
+def test_a_topic_joining_while_the_bootstrap_request_is_out_is_asked_for_when_it_answers():
+    actor, ctx = started()
+    # a consumer assigned right after start: its partition joins while main's first (brokers-only) request is out
+    actor.handle(Op(pops.TOPPAR_JOIN, {"topic": "t", "partition": 0}, sender="ctoppar/t/0"))
+    assert len(ctx.requests) == 1  # one request at a time: the topic waits for the answer
+    ctx.requests[0][2](response(wire([], brokers=(1,))))
+    # asked for at that answer, not at main's next tick (up to 50 ms later)
+    assert [op.payload["args"]["topics"] for _, op, _ in ctx.requests[1:]] == [["t"]]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 import time
@@ -60,6 +61,50 @@ def max_rate(bootstrap: str, topic: str, seconds: float = 10.0) -> float:
 def backlog(stats: dict[str, int]) -> tuple[int, int]:
     """(produced but not yet acked, acked but not yet consumed): the data the clients hold at this moment."""
     return (stats["produced"] - stats["acked"] - stats["failed"], max(0, stats["acked"] - stats["consumed"]))
+
+
+def request_reports(hosts: dict[int, str]) -> dict[int, str]:
+    """SIGUSR2 to every host: each writes its next allocator report (host_process.py)."""
+    for pid in hosts:
+        try:
+            os.kill(pid, signal.SIGUSR2)
+        except ProcessLookupError:
+            pass
+    return dict(hosts)
+
+
+_REPORT_FIELDS = {  # figure: (how its line starts, the unit it is divided by); the last such line counts, which for
+    # glibc's two is the total over every arena and mmap
+    "pymalloc arenas": ("# arenas allocated current", 1),
+    "pymalloc blocks MB": ("# bytes in allocated blocks", 1e6),
+    "glibc in use MB": ("in use bytes", 1e6),
+    "glibc held MB": ("system bytes", 1e6),
+    "RSS after trim MB": ("rss_kib before malloc_trim", 1024),
+}
+
+
+def _report_figures(path: str) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    with open(path, errors="replace") as report:
+        for line in report:
+            for name, (start, unit) in _REPORT_FIELDS.items():
+                if line.startswith(start):
+                    figures[name] = float(line.split()[-1].replace(",", "")) / unit
+    return figures
+
+
+def compare_reports(directory: str, hosts: dict[int, str]) -> None:
+    """Each host's first report (after the warm-up) against its last (drained): live memory that stayed (in use)
+    is a leak; memory the allocators hold beyond it is their high-water mark."""
+    print("\n| host | " + " | ".join(f"{name} warm-up → drained" for name in _REPORT_FIELDS) + " |")
+    print("|---|" + "---|" * len(_REPORT_FIELDS))
+    for pid, label in sorted(hosts.items(), key=lambda item: item[1]):
+        paths = sorted(Path(directory).glob(f"*-{pid}-*.malloc"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+        if len(paths) < 2:
+            continue
+        first, last = _report_figures(str(paths[0])), _report_figures(str(paths[-1]))
+        print(f"| {label} ({pid}) | " + " | ".join(
+            f"{first.get(name, 0):.1f} → {last.get(name, 0):.1f}" for name in _REPORT_FIELDS) + " |")
 
 
 def client_hosts(clients: dict[str, object]) -> dict[int, str]:
@@ -102,7 +147,13 @@ def main() -> int:
                         help="a property of the soaking producer (repeatable), e.g. kqactors.hosts=0")
     parser.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE",
                         help="a property of the soaking consumer (repeatable)")
+    parser.add_argument("--malloc-report", metavar="DIR", default=None,
+                        help="have every host write its allocator report (KQACTORS_MALLOC_REPORT, docs/runtime.md) "
+                             "into DIR after the warm-up and when drained, and compare them")
     args = parser.parse_args()
+    if args.malloc_report:
+        os.makedirs(args.malloc_report, exist_ok=True)
+        os.environ["KQACTORS_MALLOC_REPORT"] = os.path.abspath(args.malloc_report)  # the hosts inherit it
     extra_producer = dict(item.split("=", 1) for item in args.producer)
     extra_consumer = dict(item.split("=", 1) for item in args.consumer)
     broker = None
@@ -150,6 +201,7 @@ def main() -> int:
         next_sample = started
         samples: list[tuple[float, dict]] = []
         backlogs: list[tuple[int, int]] = []
+        reported: dict[int, str] = {}
         cpu_before: dict[str, float] = {}
         last_sample_at = started
         while time.monotonic() < end:
@@ -159,6 +211,8 @@ def main() -> int:
                                                                             "consumer": consumer}))))
                 snap = samples[-1][1]
                 backlogs.append(backlog(stats))
+                if args.malloc_report and not reported and now >= warmup:
+                    reported = request_reports(client_hosts({"producer": producer, "consumer": consumer}))
                 print(f"t={now - started:6.0f}s produced={stats['produced']} consumed={stats['consumed']} "
                       f"unacked={backlogs[-1][0]} unconsumed={backlogs[-1][1]} "
                       f"rss={sum(v[1] for v in snap.values()) / 1e6:.1f}MB fds={sum(v[2] for v in snap.values())}",
@@ -191,6 +245,9 @@ def main() -> int:
         backlogs.append(backlog(stats))
         time.sleep(TRIM_INTERVAL_S + 5)  # every host idle long enough to hand its free pages back
         drained = sample(exclude, hosts)
+        if args.malloc_report:
+            request_reports(hosts)
+            time.sleep(2)
         stop.set()
         reader.join(5)
         first = next((i for i, (t, _snap) in enumerate(samples) if t >= warmup - started), 0)
@@ -213,6 +270,8 @@ def main() -> int:
                       f"| {fds0} | {fds} |")
         print("| backlog: unacked / unconsumed msgs | " + " | ".join(
             f"{backlogs[i][0]:,} / {backlogs[i][1]:,}" for i in [first, *marks]) + " | 0 / 0 | | | |")
+        if args.malloc_report:
+            compare_reports(args.malloc_report, hosts)
         producer.close()
         consumer.close()
     finally:

@@ -104,7 +104,8 @@ def compare_reports(directory: str, hosts: dict[int, str]) -> None:
             continue
         first, last = _report_figures(str(paths[0])), _report_figures(str(paths[-1]))
         print(f"| {label} ({pid}) | " + " | ".join(
-            f"{first.get(name, 0):.1f} → {last.get(name, 0):.1f}" for name in _REPORT_FIELDS) + " |")
+            f"{first.get(name, 0):.{digits}f} → {last.get(name, 0):.{digits}f}"
+            for name, digits in zip(_REPORT_FIELDS, (0, 1, 1, 1, 1), strict=True)) + " |")
 
 
 def client_hosts(clients: dict[str, object]) -> dict[int, str]:
@@ -251,7 +252,6 @@ def main() -> int:
         stop.set()
         reader.join(5)
         first = next((i for i, (t, _snap) in enumerate(samples) if t >= warmup - started), 0)
-        base = samples[first][1]
         print(f"\nproduced {stats['produced']}, acked {stats['acked']}, failed {stats['failed']}, "
               f"consumed {stats['consumed']}")
         # A leak grows from quarter to quarter; a high-water mark (prefetch filled while the consumer lagged,
@@ -262,12 +262,15 @@ def main() -> int:
               "| fds after warm-up | fds drained |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for pid, (name, rss, fds) in sorted(drained.items(), key=lambda item: item[1][0]):
-            if pid in base:
-                _, rss0, fds0 = base[pid]
-                row = " | ".join(f"{samples[i][1][pid][1] / 1e6:.1f}" if pid in samples[i][1] else "-"
-                                 for i in marks)
-                print(f"| {name} ({pid}) | {rss0 / 1e6:.1f} | {row} | {rss / 1e6:.1f} | {(rss - rss0) / 1e6:+.1f} "
-                      f"| {fds0} | {fds} |")
+            # a host that joined after the warm-up (adaptive placement) is measured from its first sample
+            joined = next((i for i in range(first, len(samples)) if pid in samples[i][1]), None)
+            if joined is None:
+                continue
+            _, rss0, fds0 = samples[joined][1][pid]
+            since = "" if joined == first else f", from t={samples[joined][0]:.0f}s"
+            row = " | ".join(f"{samples[i][1][pid][1] / 1e6:.1f}" if pid in samples[i][1] else "-" for i in marks)
+            print(f"| {name} ({pid}{since}) | {rss0 / 1e6:.1f} | {row} | {rss / 1e6:.1f} | {(rss - rss0) / 1e6:+.1f} "
+                  f"| {fds0} | {fds} |")
         print("| backlog: unacked / unconsumed msgs | " + " | ".join(
             f"{backlogs[i][0]:,} / {backlogs[i][1]:,}" for i in [first, *marks]) + " | 0 / 0 | | | |")
         if args.malloc_report:

@@ -271,6 +271,11 @@ def main() -> int:
             row = " | ".join(f"{samples[i][1][pid][1] / 1e6:.1f}" if pid in samples[i][1] else "-" for i in marks)
             print(f"| {name} ({pid}{since}) | {rss0 / 1e6:.1f} | {row} | {rss / 1e6:.1f} | {(rss - rss0) / 1e6:+.1f} "
                   f"| {fds0} | {fds} |")
+        gone = {pid: name for _t, snap in samples[first:] for pid, (name, _rss, _fds) in snap.items()
+                if pid not in drained}
+        if gone:  # adaptive placement retires a host once its rate is gone: it gives back all it held
+            print("| retired before the drained sample: " + ", ".join(
+                f"{name} ({pid})" for pid, name in sorted(gone.items(), key=lambda item: item[1])) + " |||||||||")
         print("| backlog: unacked / unconsumed msgs | " + " | ".join(
             f"{backlogs[i][0]:,} / {backlogs[i][1]:,}" for i in [first, *marks]) + " | 0 / 0 | | | |")
         if args.malloc_report:

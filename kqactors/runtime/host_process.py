@@ -288,7 +288,8 @@ def _rss_kib() -> int:
 
 
 def _object_census(top: int = 25) -> str:
-    """The live objects the cyclic GC tracks, by type, and the buffers that memoryviews keep alive, by the
+    """The live objects the cyclic GC tracks, by type (those made since the start-up freeze: frozen ones are
+    in no generation ``gc.get_objects`` walks), and the buffers that memoryviews keep alive, by the
     type of their owner: a received zmq frame stays allocated (in the I/O thread's malloc arena) as long as
     any slice of it does, which no Python-level statistic shows."""
     counts: dict[str, int] = {}

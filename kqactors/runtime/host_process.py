@@ -31,7 +31,7 @@ import zmq
 
 from .host import READY, SUPERVISOR_KEY, HostCore
 from .op import SUPERVISOR, Op
-from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint, new_context, remove_run_dir
+from .transport_zmq import ZmqInbox, ZmqOutbox, ipc_path, new_context, remove_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ def serve_forever(key: str, run_dir: str, parent_pid: int, restarted: bool = Fal
         if orphaned:
             _leave_orphaned(run_dir)
         try:
-            os.unlink(endpoint(run_dir, key)[len("ipc://"):])
+            os.unlink(ipc_path(run_dir, key))
         except OSError:
             pass
         outbox.close()

@@ -51,7 +51,7 @@ from .namespace import GROUP_MARK, MEMBER_LEFT, NS_MARK, app_name, is_ns_app, na
 from .op import ACTORS_DOWN, APP, HOST_CONTROL, ActorError, ErrorCode, Op
 from .runtime import Runtime, _Plumbing
 from .supervisor import Supervisor
-from .transport_zmq import ZmqInbox, ZmqOutbox, endpoint, new_context
+from .transport_zmq import ZmqInbox, ZmqOutbox, ipc_path, new_context
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _ctl_path(directory: str) -> str:
-    return endpoint(directory, CTL_KEY)[len("ipc://"):]
+    return ipc_path(directory, CTL_KEY)
 
 
 def _write_frame(sock: socket.socket, message: Any) -> None:
@@ -416,7 +416,7 @@ class RuntimeServer:
         with contextlib.suppress(ActorError, zmq.ZMQError):
             p.supervisor._broadcast(Op(FORGET_ENDPOINT, {"key": app_name(ns)}, target=HOST_CONTROL))
         with contextlib.suppress(OSError):
-            os.unlink(endpoint(self.rt.run_dir or "", app_name(ns))[len("ipc://"):])
+            os.unlink(ipc_path(self.rt.run_dir or "", app_name(ns)))
 
     # ---- shared groups ---------------------------------------------------------------------------------
     def _new_group(self, key: str) -> _Group:
@@ -472,7 +472,7 @@ class RuntimeServer:
             self._poller.unregister(group.relay.socket)
         group.relay.close()
         with contextlib.suppress(OSError):
-            os.unlink(endpoint(rt.run_dir or "", app_name(group.ns))[len("ipc://"):])
+            os.unlink(ipc_path(rt.run_dir or "", app_name(group.ns)))
         log.info("shared group %s stopped: %d actors stopped", group.ns, stopped)
 
     def _relay(self, group: _Group) -> None:
@@ -788,7 +788,7 @@ class AttachedRuntime(Runtime):
         p = self._plumbing
         assert p.context is not None and p.outbox is not None
         p.inbox = ZmqInbox(p.context, run_dir, app_name(ns))
-        p.inbox_path = endpoint(run_dir, app_name(ns))[len("ipc://"):]
+        p.inbox_path = ipc_path(run_dir, app_name(ns))
         for key in self.host_keys:
             p.outbox.send(key, [Op(CONNECT_ENDPOINT, {"key": app_name(ns)}, target=HOST_CONTROL)])
 

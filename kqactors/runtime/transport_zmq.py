@@ -114,11 +114,16 @@ def remove_run_dir(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def ipc_path(run_dir: str, key: str) -> str:
+    """The file system path of ``key``'s socket in ``run_dir`` (what ``endpoint`` names, and what is unlinked)."""
+    path = f"{run_dir}/{key.replace('/', '_')}.sock"
+    if len(path) > MAX_IPC_PATH:
+        raise ValueError(f"ipc path too long for a unix socket: ipc://{path}")
+    return path
+
+
 def endpoint(run_dir: str, key: str) -> str:
-    address = f"ipc://{run_dir}/{key.replace('/', '_')}.sock"
-    if len(address) - len("ipc://") > MAX_IPC_PATH:
-        raise ValueError(f"ipc path too long for a unix socket: {address}")
-    return address
+    return f"ipc://{ipc_path(run_dir, key)}"
 
 
 class ZmqInbox:

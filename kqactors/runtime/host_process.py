@@ -26,6 +26,7 @@ import stat
 import sys
 import threading
 import time
+from collections import Counter
 
 import zmq
 
@@ -292,25 +293,24 @@ def _object_census(top: int = 25) -> str:
     in no generation ``gc.get_objects`` walks), and the buffers that memoryviews keep alive, by the
     type of their owner: a received zmq frame stays allocated (in the I/O thread's malloc arena) as long as
     any slice of it does, which no Python-level statistic shows."""
-    counts: dict[str, int] = {}
-    owners: dict[int, tuple[str, int]] = {}
+    counts: Counter[str] = Counter()
+    owners: dict[int, tuple[str, int]] = {}  # id(owner) -> (its type, its bytes): each owner counted once
     for obj in gc.get_objects():
-        name = type(obj).__qualname__
-        counts[name] = counts.get(name, 0) + 1
-        if isinstance(obj, memoryview) and id(obj.obj) not in owners:
+        counts[type(obj).__qualname__] += 1
+        if isinstance(obj, memoryview):
             try:
-                owners[id(obj.obj)] = (type(obj.obj).__qualname__, len(memoryview(obj.obj).cast("B")))
-            except (TypeError, ValueError):
-                owners[id(obj.obj)] = (type(obj.obj).__qualname__, 0)
-    lines = ["\nobjects tracked by the GC, by type:"]
-    lines += [f"{count:10d} {name}" for name, count in sorted(counts.items(), key=lambda item: -item[1])[:top]]
-    held: dict[str, list[int]] = {}
+                owners[id(obj.obj)] = (type(obj.obj).__qualname__, memoryview(obj.obj).nbytes)
+            except ValueError:  # a released view holds nothing
+                pass
+    held: Counter[str] = Counter()
+    views: Counter[str] = Counter()
     for name, size in owners.values():
-        entry = held.setdefault(name, [0, 0])
-        entry[0] += 1
-        entry[1] += size
+        views[name] += 1
+        held[name] += size
+    lines = ["\nobjects tracked by the GC, by type:"]
+    lines += [f"{count:10d} {name}" for name, count in counts.most_common(top)]
     lines.append("buffers behind live memoryviews, by owner type (count, bytes):")
-    lines += [f"{count:10d} {size:14d} {name}" for name, (count, size) in sorted(held.items())]
+    lines += [f"{views[name]:10d} {held[name]:14d} {name}" for name in sorted(views)]
     return "\n".join(lines) + "\n"
 
 

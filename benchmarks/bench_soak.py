@@ -63,14 +63,13 @@ def backlog(stats: dict[str, int]) -> tuple[int, int]:
     return (stats["produced"] - stats["acked"] - stats["failed"], max(0, stats["acked"] - stats["consumed"]))
 
 
-def request_reports(hosts: dict[int, str]) -> dict[int, str]:
+def request_reports(hosts: dict[int, str]) -> None:
     """SIGUSR2 to every host: each writes its next allocator report (host_process.py)."""
     for pid in hosts:
         try:
             os.kill(pid, signal.SIGUSR2)
         except ProcessLookupError:
             pass
-    return dict(hosts)
 
 
 _REPORT_FIELDS = {  # figure: (how its line starts, the unit it is divided by); the last such line counts, which for
@@ -202,18 +201,19 @@ def main() -> int:
         next_sample = started
         samples: list[tuple[float, dict]] = []
         backlogs: list[tuple[int, int]] = []
-        reported: dict[int, str] = {}
+        reported = False  # the hosts' first allocator reports (--malloc-report) were asked for
         cpu_before: dict[str, float] = {}
         last_sample_at = started
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_sample:
-                samples.append((now - started, sample(exclude, client_hosts({"producer": producer,
-                                                                            "consumer": consumer}))))
+                hosts = client_hosts({"producer": producer, "consumer": consumer})
+                samples.append((now - started, sample(exclude, hosts)))
                 snap = samples[-1][1]
                 backlogs.append(backlog(stats))
                 if args.malloc_report and not reported and now >= warmup:
-                    reported = request_reports(client_hosts({"producer": producer, "consumer": consumer}))
+                    request_reports(hosts)
+                    reported = True
                 print(f"t={now - started:6.0f}s produced={stats['produced']} consumed={stats['consumed']} "
                       f"unacked={backlogs[-1][0]} unconsumed={backlogs[-1][1]} "
                       f"rss={sum(v[1] for v in snap.values()) / 1e6:.1f}MB fds={sum(v[2] for v in snap.values())}",
@@ -256,8 +256,8 @@ def main() -> int:
               f"consumed {stats['consumed']}")
         # A leak grows from quarter to quarter; a high-water mark (prefetch filled while the consumer lagged,
         # allocator arenas kept) is reached once and stays.
-        after = list(range(first, len(samples)))
-        marks = [after[min(len(after) - 1, len(after) * q // 4)] for q in (1, 2, 3)] + [len(samples) - 1]
+        span = len(samples) - first  # the samples after the warm-up; the quarters are among them, then the end
+        marks = [first + min(span - 1, span * q // 4) for q in (1, 2, 3)] + [len(samples) - 1]
         print("| process | RSS after warm-up MB | at 1/4 | at 1/2 | at 3/4 | at end | drained | growth MB "
               "| fds after warm-up | fds drained |")
         print("|---|---|---|---|---|---|---|---|---|---|")
